@@ -1,0 +1,175 @@
+/* Synthetic .agt generator for the import/inference benchmark (bench/run.sh).
+ * Writes a graph of exactly N nodes with the mix of a convolutional network:
+ * residual Conv/Relu/Add blocks (branch and join), classifier heads whose
+ * Reshape is fed by a Shape -> Gather -> Concat chain, weights as elided
+ * constants, small shape constants written out, a few control edges, and an
+ * If with two subgraphs every so often.  usage: gen_graph N [SEED] > out.agt */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Shape of the activations flowing through the blocks. */
+#define ACT "f32[1,64,28,28]"
+
+enum {
+    BLOCK_NODES = 9,   /* w1 b1 conv1 relu1 w2 b2 conv2 add relu */
+    HEAD_NODES = 10,   /* shape idx gather m1 concat reshape wfc mm bfc addfc */
+    IF_NODES = 7,      /* if + (data, op, netoutput) in each branch */
+    HEAD_EVERY = 10,   /* a head after every 10th block */
+    IF_EVERY = 25,     /* an If after every 25th block */
+    CTRL_EVERY = 7,    /* a control edge into every 7th block */
+};
+
+typedef struct gen {
+    FILE *f;
+    uint64_t rng;
+    uint64_t left;     /* nodes still to write, NetOutput included */
+    uint64_t blocks, heads, ifs, fill;
+    char h[32];        /* name of the node holding the current activation */
+    char prev_relu[32];
+} gen;
+
+static uint64_t next_digest(gen *g)
+{
+    /* splitmix64: deterministic digests for the elided weights */
+    uint64_t z = (g->rng += 0x9e3779b97f4a7c15u);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
+    return z ^ (z >> 31);
+}
+
+static void weight(gen *g, const char *name, const char *type)
+{
+    fprintf(g->f, "  %s = Const() -> (%s = elided 0x%016" PRIx64 ")\n", name, type, next_digest(g));
+}
+
+static void block(gen *g)
+{
+    uint64_t k = g->blocks++;
+    FILE *f = g->f;
+    char ctrl[48] = "";
+    if (k % CTRL_EVERY == CTRL_EVERY - 1 && g->prev_relu[0])
+        snprintf(ctrl, sizeof ctrl, ", ^%s", g->prev_relu);
+    fprintf(f, "  # residual block %" PRIu64 "\n", k);
+    char w[32], b[32];
+    snprintf(w, sizeof w, "w%" PRIu64 "a", k);
+    snprintf(b, sizeof b, "b%" PRIu64 "a", k);
+    weight(g, w, "f32[64,64,3,3]");
+    weight(g, b, "f32[64]");
+    fprintf(f, "  conv%" PRIu64 "a = Conv(%s, %s, %s%s) -> (?) <kernel_shape = [3, 3], pads = [1, 1, 1, 1], strides = [1, 1]>\n",
+            k, g->h, w, b, ctrl);
+    fprintf(f, "  relu%" PRIu64 "a = Relu(conv%" PRIu64 "a) -> (?)\n", k, k);
+    snprintf(w, sizeof w, "w%" PRIu64 "b", k);
+    snprintf(b, sizeof b, "b%" PRIu64 "b", k);
+    weight(g, w, "f32[64,64,3,3]");
+    weight(g, b, "f32[64]");
+    fprintf(f, "  conv%" PRIu64 "b = Conv(relu%" PRIu64 "a, %s, %s) -> (?) <kernel_shape = [3, 3], pads = [1, 1, 1, 1], strides = [1, 1]>\n",
+            k, k, w, b);
+    fprintf(f, "  add%" PRIu64 " = Add(conv%" PRIu64 "b, %s) -> (?)\n", k, k, g->h);
+    fprintf(f, "  relu%" PRIu64 " = Relu(add%" PRIu64 ") -> (?)\n", k, k);
+    snprintf(g->h, sizeof g->h, "relu%" PRIu64, k);
+    snprintf(g->prev_relu, sizeof g->prev_relu, "relu%" PRIu64 "a", k);
+    g->left -= BLOCK_NODES;
+}
+
+/* Flatten by Reshape(h, Concat(Gather(Shape(h), [0]), [-1])), then a dense layer. */
+static void head(gen *g)
+{
+    uint64_t k = g->heads++;
+    FILE *f = g->f;
+    fprintf(f, "  # classifier head %" PRIu64 "\n", k);
+    fprintf(f, "  shape%" PRIu64 " = Shape(%s) -> (?)\n", k, g->h);
+    fprintf(f, "  idx%" PRIu64 " = Const() -> (i64[1] = {0})\n", k);
+    fprintf(f, "  batch%" PRIu64 " = Gather(shape%" PRIu64 ", idx%" PRIu64 ") -> (?) <axis = 0>\n", k, k, k);
+    fprintf(f, "  rest%" PRIu64 " = Const() -> (i64[1] = {-1})\n", k);
+    fprintf(f, "  dims%" PRIu64 " = Concat(batch%" PRIu64 ", rest%" PRIu64 ") -> (?) <axis = 0>\n", k, k, k);
+    fprintf(f, "  flat%" PRIu64 " = Reshape(%s, dims%" PRIu64 ") -> (?)\n", k, g->h, k);
+    char w[32];
+    snprintf(w, sizeof w, "wfc%" PRIu64, k);
+    weight(g, w, "f32[50176,10]");
+    fprintf(f, "  mm%" PRIu64 " = MatMul(flat%" PRIu64 ", wfc%" PRIu64 ") -> (?)\n", k, k, k);
+    snprintf(w, sizeof w, "bfc%" PRIu64, k);
+    weight(g, w, "f32[10]");
+    fprintf(f, "  logits%" PRIu64 " = Add(mm%" PRIu64 ", bfc%" PRIu64 ") -> (?)\n", k, k, k);
+    g->left -= HEAD_NODES;
+}
+
+/* If(cond, h): then applies Relu, else Neg; input 1 of the If feeds the
+ * subgraph Data nodes, the NetOutput input 0 becomes the If's output 0. */
+static void branch(gen *g)
+{
+    uint64_t k = g->ifs++;
+    FILE *f = g->f;
+    fprintf(f, "  # conditional %" PRIu64 "\n", k);
+    fprintf(f, "  if%" PRIu64 " = If(cond, %s) -> (?) {\n", k, g->h);
+    fprintf(f, "    graph then%" PRIu64 " {\n", k);
+    fprintf(f, "      t_in = Data() -> (?) <_parent_node_index = 1>\n");
+    fprintf(f, "      t_op = Relu(t_in) -> (?)\n");
+    fprintf(f, "      t_out = NetOutput(t_op <_parent_node_index = 0>)\n");
+    fprintf(f, "    }\n");
+    fprintf(f, "    graph else%" PRIu64 " {\n", k);
+    fprintf(f, "      e_in = Data() -> (?) <_parent_node_index = 1>\n");
+    fprintf(f, "      e_op = Neg(e_in) -> (?)\n");
+    fprintf(f, "      e_out = NetOutput(e_op <_parent_node_index = 0>)\n");
+    fprintf(f, "    }\n");
+    fprintf(f, "  }\n");
+    snprintf(g->h, sizeof g->h, "if%" PRIu64, k);
+    g->left -= IF_NODES;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2 || argc > 3) {
+        fprintf(stderr, "usage: gen_graph N [SEED] > out.agt   (N >= 3 nodes)\n");
+        return 2;
+    }
+    char *end;
+    errno = 0;
+    unsigned long long n = strtoull(argv[1], &end, 10);
+    if (errno || *end || n < 3 || argv[1][0] == '-') {
+        fprintf(stderr, "gen_graph: N must be an integer >= 3 (got '%s')\n", argv[1]);
+        return 2;
+    }
+    unsigned long long seed = 1;
+    if (argc == 3) {
+        seed = strtoull(argv[2], &end, 10);
+        if (*end || argv[2][0] == '-') {
+            fprintf(stderr, "gen_graph: SEED must be a non-negative integer (got '%s')\n", argv[2]);
+            return 2;
+        }
+    }
+    static char buf[1 << 20];
+    setvbuf(stdout, buf, _IOFBF, sizeof buf);
+
+    gen g = {stdout, seed, n, 0, 0, 0, 0, "x", ""};
+    FILE *f = g.f;
+    fprintf(f, "# synthetic benchmark graph: %llu nodes (bench/gen_graph %llu %llu)\n", n, n, seed);
+    fprintf(f, "graph synthetic {\n");
+    fprintf(f, "  x = Data() -> (" ACT " \"x\")\n");
+    fprintf(f, "  cond = Data() -> (bool[] \"cond\")\n");
+    g.left -= 3; /* x, cond, and the NetOutput written last */
+    while (g.left >= BLOCK_NODES) {
+        block(&g);
+        if (g.blocks % HEAD_EVERY == 0 && g.left >= HEAD_NODES)
+            head(&g);
+        if (g.blocks % IF_EVERY == 0 && g.left >= IF_NODES)
+            branch(&g);
+    }
+    /* Whatever is left: a chain of Relu nodes, so the count is exact. */
+    for (; g.left > 0; g.left--) {
+        uint64_t k = g.fill++;
+        fprintf(f, "  fill%" PRIu64 " = Relu(%s) -> (?)\n", k, g.h);
+        snprintf(g.h, sizeof g.h, "fill%" PRIu64, k);
+    }
+    fprintf(f, "  out = NetOutput(%s", g.h);
+    for (uint64_t k = 0; k < g.heads; k++)
+        fprintf(f, ", logits%" PRIu64, k);
+    fprintf(f, ")\n}\n");
+    if (fflush(f) != 0 || ferror(f)) {
+        fprintf(stderr, "gen_graph: write failed: %s\n", strerror(errno));
+        return 1;
+    }
+    return 0;
+}

@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# Import + inference benchmark: runs `aliasguard info --stats` on synthetic
+# .agt graphs of growing size (bench/gen_graph.c) and on the largest models of
+# the corpus, and prints wall time, peak RSS and the cost per node, so that
+# linear growth (a flat us/node column) can be checked at a glance.
+#
+# usage: bench/run.sh BUILD_DIR
+# environment:
+#   AG_BENCH_SIZES       node counts of the synthetic graphs (default "10000 100000 1000000")
+#   AG_BENCH_DIR         where generated graphs are kept (default BUILD_DIR/bench-data)
+#   AG_BENCH_REPEAT      runs per input, the fastest is reported (default 3)
+#   AG_BENCH_CORPUS_TOP  how many of the largest corpus models to run (default 5)
+#   AG_CORPUS_DIR        corpus cache (default $HOME/.cache/aliasguard/corpus)
+set -euo pipefail
+
+if [ $# -ne 1 ]; then
+    echo "usage: $0 BUILD_DIR" >&2
+    exit 2
+fi
+build=$(cd "$1" && pwd)
+src=$(cd "$(dirname "$0")/.." && pwd)
+ag="$build/aliasguard"
+gen="$build/gen_graph"
+data="${AG_BENCH_DIR:-$build/bench-data}"
+sizes="${AG_BENCH_SIZES:-10000 100000 1000000}"
+repeat="${AG_BENCH_REPEAT:-3}"
+corpus_dir="${AG_CORPUS_DIR:-$HOME/.cache/aliasguard/corpus}"
+corpus_top="${AG_BENCH_CORPUS_TOP:-5}"
+
+for tool in "$ag" "$gen"; do
+    if [ ! -x "$tool" ]; then
+        echo "bench: $tool not built (cmake --build $build --target aliasguard_cli gen_graph)" >&2
+        exit 2
+    fi
+done
+mkdir -p "$data"
+
+have_time=0
+if [ -x /usr/bin/time ]; then
+    have_time=1
+else
+    echo "note: /usr/bin/time not found (Debian package 'time'): peak RSS comes from --stats only" >&2
+fi
+
+# measure LABEL FILE [info options...]: runs info $repeat times, keeps the
+# fastest run, and appends one row to $rows.
+rows=$(mktemp)
+trap 'rm -f "$rows" "$rows".*' EXIT
+measure() {
+    local label=$1 file=$2
+    shift 2
+    local best_wall="" best_line="" k
+    for ((k = 0; k < repeat; k++)); do
+        local out="$rows.out" tim="$rows.time" wall rss t0 t1
+        # Wall time from the nanosecond clock (/usr/bin/time rounds to 10 ms),
+        # peak RSS from /usr/bin/time, else from info --stats.
+        t0=$(date +%s%N)
+        if [ $have_time = 1 ]; then
+            /usr/bin/time -f '%M' -o "$tim" "$ag" info --stats --limit 1 "$@" "$file" >"$out" 2>"$rows.err" || t0=""
+        else
+            "$ag" info --stats --limit 1 "$@" "$file" >"$out" 2>"$rows.err" || t0=""
+        fi
+        t1=$(date +%s%N)
+        if [ -z "$t0" ]; then
+            echo "bench: $label: aliasguard info failed:" >&2
+            cat "$rows.err" >&2
+            return 0
+        fi
+        wall=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.4f", (b - a) / 1e9 }')
+        if [ $have_time = 1 ]; then
+            rss=$(tail -n 1 "$tim")
+        else
+            rss=$(sed -n 's/.*peak rss \([0-9]*\) KiB.*/\1/p' "$out")
+        fi
+        if [ -z "$best_wall" ] || awk -v a="$wall" -v b="$best_wall" 'BEGIN { exit !(a < b) }'; then
+            best_wall=$wall
+            local nodes load infer
+            nodes=$(sed -n 's/^nodes: \([0-9]*\)$/\1/p' "$out")
+            load=$(sed -n 's/^stats: load \([0-9.]*\) ms.*/\1/p' "$out")
+            infer=$(sed -n 's/^stats: .*, infer \([0-9.]*\) ms.*/\1/p' "$out")
+            best_line="$label $nodes $wall $rss ${load:--} ${infer:--}"
+        fi
+    done
+    echo "$best_line" >>"$rows"
+}
+
+echo "== synthetic graphs (bench/gen_graph) =="
+for n in $sizes; do
+    f="$data/synthetic_$n.agt"
+    if [ ! -s "$f" ] || [ "$gen" -nt "$f" ]; then
+        "$gen" "$n" >"$f.tmp"
+        mv "$f.tmp" "$f"
+    fi
+    echo "generated $f ($(du -h "$f" | cut -f1))"
+    measure "synthetic_$n" "$f"
+done
+
+echo "== corpus models =="
+manifest="$src/bench/corpus.json"
+if [ ! -f "$manifest" ]; then
+    echo "note: $manifest not found: corpus models skipped"
+elif ! command -v python3 >/dev/null; then
+    echo "note: python3 not found: corpus models skipped"
+else
+    # One line per model present in the cache, largest first: ID PATH BINDINGS...
+    python3 - "$manifest" "$corpus_dir" "$corpus_top" >"$rows.models" <<'EOF'
+import json, os, sys
+manifest, cache, top = sys.argv[1], sys.argv[2], int(sys.argv[3])
+models = json.load(open(manifest))["models"]
+present = []
+for m in models:
+    path = os.path.join(cache, m["id"] + ".onnx")
+    if not os.path.isfile(path):
+        print("note: %s not in %s: skipped" % (m["id"], cache), file=sys.stderr)
+        continue
+    binds = ["--input-shape=%s=%s" % (name, ",".join(str(d) for d in spec.get("dims", [])))
+             for name, spec in m.get("inputs", {}).items()]
+    binds += ["--input-value=%s=%s" % (name, spec["value"])
+              for name, spec in m.get("inputs", {}).items() if "value" in spec]
+    present.append((os.path.getsize(path), m["id"], path, binds))
+present.sort(reverse=True)
+for size, mid, path, binds in present[:top]:
+    print(" ".join([mid, path] + binds))
+EOF
+    while read -r id path binds; do
+        # shellcheck disable=SC2086 # bindings are separate words
+        measure "$id" "$path" $binds
+    done <"$rows.models"
+fi
+
+echo
+echo "== aliasguard info --stats: fastest of $repeat runs =="
+awk 'BEGIN {
+    printf "%-22s %10s %8s %9s %8s %10s %10s %8s\n", "input", "nodes", "wall s", "rss MiB", "us/node",
+           "load ms", "infer ms", "us/node"
+    printf "%-22s %10s %8s %9s %8s %10s %10s %8s\n", "", "", "", "", "(wall)", "", "", "(l+i)"
+}
+{
+    us = ($2 > 0) ? $3 * 1e6 / $2 : 0
+    li = ($2 > 0 && $5 != "-") ? ($5 + ($6 != "-" ? $6 : 0)) * 1e3 / $2 : 0
+    printf "%-22s %10d %8.3f %9.1f %8.2f %10s %10s %8.2f\n", $1, $2, $3, $4 / 1024, us, $5, $6, li
+}' "$rows"
