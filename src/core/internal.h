@@ -89,6 +89,21 @@ ag_status ag_strmap_put(ag_ctx *ctx, ag_strmap *m, const char *key, uint32_t val
 bool ag_strmap_get(const ag_strmap *m, const char *key, uint32_t *value);
 bool ag_strmap_del(ag_strmap *m, const char *key);
 
+/* ---- buffered output to a sink (the text IR and DOT writers) ----
+ * Writes are collected in buf and passed to the sink in large pieces.  The
+ * first failure (of the sink, or one a writer records itself in st) stops
+ * all later output; ag_bufout_flush returns it. */
+typedef struct ag_bufout {
+    ag_sink sink;
+    ag_status st;
+    size_t len;
+    char buf[8192];
+} ag_bufout;
+void ag_bufout_init(ag_bufout *b, ag_sink sink);
+void ag_bufout_put(ag_bufout *b, const void *data, size_t n);
+void ag_bufout_puts(ag_bufout *b, const char *s);
+ag_status ag_bufout_flush(ag_bufout *b);
+
 /* ---- small utilities ---- */
 uint64_t ag_hash_bytes(const void *p, size_t n); /* XXH3-64 */
 /* Reads a whole file ("-" = stdin) into a hook-allocated buffer (*len bytes, NUL

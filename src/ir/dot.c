@@ -7,40 +7,21 @@
 
 #include "core/internal.h"
 
-/* Output is gathered in a fixed buffer and handed to the sink in blocks; the
- * first sink failure sticks and every later write is skipped. */
+/* Output is gathered in a buffer and handed to the sink in blocks; the first
+ * sink failure sticks (out.st) and every later write is skipped. */
 typedef struct dot_writer {
-    ag_sink sink;
+    ag_bufout out;
     ag_ctx *ctx;
-    ag_status st;
-    size_t len;
-    char buf[16384];
 } dot_writer;
-
-static void dw_flush(dot_writer *w)
-{
-    if (w->st == AG_OK && w->len > 0)
-        w->st = w->sink.write(w->sink.ud, w->buf, w->len);
-    w->len = 0;
-}
 
 static void dw_put(dot_writer *w, const char *s, size_t n)
 {
-    while (n > 0 && w->st == AG_OK) {
-        if (w->len == sizeof w->buf)
-            dw_flush(w);
-        size_t room = sizeof w->buf - w->len;
-        size_t k = n < room ? n : room;
-        memcpy(w->buf + w->len, s, k);
-        w->len += k;
-        s += k;
-        n -= k;
-    }
+    ag_bufout_put(&w->out, s, n);
 }
 
 static void dw_str(dot_writer *w, const char *s)
 {
-    dw_put(w, s, strlen(s));
+    ag_bufout_puts(&w->out, s);
 }
 
 #if defined(__GNUC__)
@@ -159,7 +140,7 @@ static ag_status write_clusters(dot_writer *w, const ag_graph *g)
     dot_frame top = {AG_ROOT, 0, 0};
     if (ag_vec_push(ctx, &stack, sizeof top, &top) != AG_OK)
         return AG_OOM(ctx);
-    while (stack.len > 0 && w->st == AG_OK) {
+    while (stack.len > 0 && w->out.st == AG_OK) {
         dot_frame *f = &AG_VEC_AT(stack, dot_frame, stack.len - 1);
         if (f->k >= ag_sub_node_count(g, f->sub)) {
             if (f->sub != AG_ROOT) {
@@ -221,10 +202,8 @@ ag_status ag_dot_write(const ag_graph *g, ag_sink sink)
     dot_writer *w = ag_alloc(ctx, sizeof *w);
     if (!w)
         return AG_OOM(ctx);
-    w->sink = sink;
+    ag_bufout_init(&w->out, sink);
     w->ctx = ctx;
-    w->st = AG_OK;
-    w->len = 0;
 
     const char *root = ag_sub_name(g, AG_ROOT);
     dw_str(w, "digraph \"");
@@ -239,16 +218,15 @@ ag_status ag_dot_write(const ag_graph *g, ag_sink sink)
     ag_status st = write_clusters(w, g);
     if (st == AG_OK) {
         uint32_t nsub = ag_graph_sub_count(g);
-        for (ag_sub_id s = 0; s < nsub && w->st == AG_OK; s++) {
+        for (ag_sub_id s = 0; s < nsub && w->out.st == AG_OK; s++) {
             if (!ag_sub_alive(g, s))
                 continue;
             uint32_t count = ag_sub_node_count(g, s);
-            for (uint32_t k = 0; k < count && w->st == AG_OK; k++)
+            for (uint32_t k = 0; k < count && w->out.st == AG_OK; k++)
                 write_edges(w, g, ag_sub_node_at(g, s, k));
         }
         dw_str(w, "}\n");
-        dw_flush(w);
-        st = w->st;
+        st = ag_bufout_flush(&w->out);
         if (st != AG_OK && st != AG_ENOMEM)
             st = AG_ERR(ctx, st, "dot: writing the output failed (%s)", ag_status_str(st));
         else if (st == AG_ENOMEM && ag_ctx_last_status(ctx) != AG_ENOMEM)

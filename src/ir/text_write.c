@@ -10,40 +10,20 @@
 #include "ir/text_internal.h"
 
 typedef struct writer {
-    ag_sink sink;
+    ag_bufout out; /* out.st: the first failure, the writer's own ones included */
     const ag_graph *g;
     ag_ctx *ctx;
     uint64_t elide_bytes;
-    ag_status st;
-    size_t len;
-    char buf[8192];
 } writer;
-
-static void flush(writer *w)
-{
-    if (w->st == AG_OK && w->len > 0)
-        w->st = w->sink.write(w->sink.ud, w->buf, w->len);
-    w->len = 0;
-}
 
 static void put(writer *w, const char *s, size_t n)
 {
-    while (n > 0) {
-        if (w->len == sizeof w->buf)
-            flush(w);
-        size_t k = sizeof w->buf - w->len;
-        if (k > n)
-            k = n;
-        memcpy(w->buf + w->len, s, k);
-        w->len += k;
-        s += k;
-        n -= k;
-    }
+    ag_bufout_put(&w->out, s, n);
 }
 
 static void puts_(writer *w, const char *s)
 {
-    put(w, s, strlen(s));
+    ag_bufout_puts(&w->out, s);
 }
 
 static void putc_(writer *w, char c)
@@ -298,8 +278,8 @@ static void put_tensor(writer *w, const ag_tensor *t)
 {
     const char *dn = ag_dtype_name(t->dtype);
     if (!dn || t->dtype == AG_DT_UNDEFINED) {
-        if (w->st == AG_OK)
-            w->st = AG_ERR(w->ctx, AG_EINVAL, "text writer: tensor with invalid dtype %d", (int)t->dtype);
+        if (w->out.st == AG_OK)
+            w->out.st = AG_ERR(w->ctx, AG_EINVAL, "text writer: tensor with invalid dtype %d", (int)t->dtype);
         return;
     }
     puts_(w, dn);
@@ -321,8 +301,8 @@ static void put_attr_value(writer *w, const ag_attr *a)
     default: break;
     }
     if (a->kind < AG_ATTR_BOOLS || a->kind > AG_ATTR_TENSORS) {
-        if (w->st == AG_OK)
-            w->st = AG_ERR(w->ctx, AG_EINVAL, "text writer: attribute '%s' has invalid kind %d", a->name, (int)a->kind);
+        if (w->out.st == AG_OK)
+            w->out.st = AG_ERR(w->ctx, AG_EINVAL, "text writer: attribute '%s' has invalid kind %d", a->name, (int)a->kind);
         return;
     }
     if (a->count == 0) {
@@ -398,8 +378,8 @@ static void put_desc(writer *w, const ag_tensor_desc *d, const ag_attrs *node_at
     } else {
         const char *dn = ag_dtype_name(d->dtype);
         if (!dn) {
-            if (w->st == AG_OK)
-                w->st = AG_ERR(w->ctx, AG_EINVAL, "text writer: descriptor with invalid dtype %d", (int)d->dtype);
+            if (w->out.st == AG_OK)
+                w->out.st = AG_ERR(w->ctx, AG_EINVAL, "text writer: descriptor with invalid dtype %d", (int)d->dtype);
             return;
         }
         puts_(w, dn);
@@ -413,8 +393,8 @@ static void put_desc(writer *w, const ag_tensor_desc *d, const ag_attrs *node_at
     if (d->mem_type != AG_MEM_HBM) {
         const char *mn = ag_mem_type_name(d->mem_type);
         if (!mn) {
-            if (w->st == AG_OK)
-                w->st = AG_ERR(w->ctx, AG_EINVAL, "text writer: invalid memory type %d", (int)d->mem_type);
+            if (w->out.st == AG_OK)
+                w->out.st = AG_ERR(w->ctx, AG_EINVAL, "text writer: invalid memory type %d", (int)d->mem_type);
             return;
         }
         putc_(w, ' ');
@@ -423,8 +403,8 @@ static void put_desc(writer *w, const ag_tensor_desc *d, const ag_attrs *node_at
     if (d->format != AG_FMT_ND) {
         const char *fn = ag_format_name(d->format);
         if (!fn) {
-            if (w->st == AG_OK)
-                w->st = AG_ERR(w->ctx, AG_EINVAL, "text writer: invalid format %d", (int)d->format);
+            if (w->out.st == AG_OK)
+                w->out.st = AG_ERR(w->ctx, AG_EINVAL, "text writer: invalid format %d", (int)d->format);
             return;
         }
         putc_(w, ' ');
@@ -542,7 +522,7 @@ static void put_sub(writer *w, ag_sub_id s, uint32_t depth)
     put_name(w, ag_sub_name(g, s));
     put(w, " {\n", 3);
     uint32_t cnt = ag_sub_node_count(g, s);
-    for (uint32_t k = 0; k < cnt && w->st == AG_OK; k++)
+    for (uint32_t k = 0; k < cnt && w->out.st == AG_OK; k++)
         put_node(w, ag_sub_node_at(g, s, k), depth + 1);
     indent(w, depth);
     put(w, "}\n", 2);
@@ -574,15 +554,12 @@ ag_status ag_text_write(const ag_graph *g, const ag_text_write_opts *opts, ag_si
     writer *w = ag_alloc(ctx, sizeof *w);
     if (!w)
         return AG_OOM(ctx);
-    w->sink = sink;
+    ag_bufout_init(&w->out, sink);
     w->g = g;
     w->ctx = ctx;
     w->elide_bytes = o.elide_bytes;
-    w->st = AG_OK;
-    w->len = 0;
     put_sub(w, AG_ROOT, 0);
-    flush(w);
-    ag_status st = w->st;
+    ag_status st = ag_bufout_flush(&w->out);
     ag_free(ctx, w, sizeof *w);
     return st;
 }
