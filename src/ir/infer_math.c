@@ -324,48 +324,20 @@ static uint64_t bcast_index(uint64_t flat, int32_t ro, const int64_t *od, int32_
 typedef enum ew_op {
     EW_NONE,
     /* unary */
-    EW_NEG, EW_ABS, EW_RECIP, EW_SQRT, EW_SIGN, EW_ROUND, EW_RELU, EW_EXP, EW_LOG, EW_NOT, EW_BITNOT,
-    EW_ISNAN, EW_ISINF,
-    /* binary / variadic */
-    EW_POW, EW_SUM, EW_MEAN, EW_MAX, EW_MIN, EW_XOR, EW_BITAND, EW_BITOR, EW_BITXOR, EW_SHIFT,
-    EW_ADD, EW_SUB, EW_MUL, EW_DIV, EW_MOD, EW_EQ, EW_LT, EW_LE, EW_GT, EW_GE, EW_AND, EW_OR
+    EW_RECIP, EW_SQRT, EW_SIGN, EW_ROUND, EW_RELU, EW_EXP, EW_LOG, EW_BITNOT, EW_ISNAN, EW_ISINF,
+    /* binary / variadic (Add, Sub, Mul, Div, Mod, Min, Max, comparisons, And, Or, Not, Neg
+     * and Abs are the core family's, with their value folding: infer_core.c) */
+    EW_POW, EW_SUM, EW_MEAN, EW_XOR, EW_BITAND, EW_BITOR, EW_BITXOR, EW_SHIFT
 } ew_op;
 
-static bool ew_is_cmp(ew_op op)
-{
-    return op == EW_EQ || op == EW_LT || op == EW_LE || op == EW_GT || op == EW_GE;
-}
-
-static bool ew_is_logic(ew_op op)
-{
-    return op == EW_AND || op == EW_OR || op == EW_XOR || op == EW_NOT;
-}
-
 static int64_t iwrap_add(int64_t a, int64_t b) { return (int64_t)((uint64_t)a + (uint64_t)b); }
-static int64_t iwrap_sub(int64_t a, int64_t b) { return (int64_t)((uint64_t)a - (uint64_t)b); }
 static int64_t iwrap_mul(int64_t a, int64_t b) { return (int64_t)((uint64_t)a * (uint64_t)b); }
 
 /* One integer step; false when the result is undefined (division by zero). */
-static bool ew_int(ew_op op, int64_t a, int64_t b, int64_t fmod_attr, const char *dir, int64_t *r)
+static bool ew_int(ew_op op, int64_t a, int64_t b, const char *dir, int64_t *r)
 {
     switch (op) {
-    case EW_ADD: case EW_SUM: *r = iwrap_add(a, b); return true;
-    case EW_SUB: *r = iwrap_sub(a, b); return true;
-    case EW_MUL: *r = iwrap_mul(a, b); return true;
-    case EW_DIV:
-        if (b == 0 || (a == INT64_MIN && b == -1))
-            return false;
-        *r = a / b;
-        return true;
-    case EW_MOD:
-        if (b == 0 || (a == INT64_MIN && b == -1))
-            return false;
-        *r = a % b;
-        if (!fmod_attr && *r != 0 && ((*r < 0) != (b < 0)))
-            *r += b;
-        return true;
-    case EW_MAX: *r = a > b ? a : b; return true;
-    case EW_MIN: *r = a < b ? a : b; return true;
+    case EW_SUM: *r = iwrap_add(a, b); return true;
     case EW_POW: {
         int64_t acc = 1, base = a, e = b;
         if (e < 0)
@@ -379,13 +351,6 @@ static bool ew_int(ew_op op, int64_t a, int64_t b, int64_t fmod_attr, const char
         *r = acc;
         return true;
     }
-    case EW_EQ: *r = a == b; return true;
-    case EW_LT: *r = a < b; return true;
-    case EW_LE: *r = a <= b; return true;
-    case EW_GT: *r = a > b; return true;
-    case EW_GE: *r = a >= b; return true;
-    case EW_AND: *r = (a != 0) && (b != 0); return true;
-    case EW_OR: *r = (a != 0) || (b != 0); return true;
     case EW_XOR: *r = (a != 0) != (b != 0); return true;
     case EW_BITAND: *r = a & b; return true;
     case EW_BITOR: *r = a | b; return true;
@@ -403,26 +368,11 @@ static bool ew_int(ew_op op, int64_t a, int64_t b, int64_t fmod_attr, const char
     }
 }
 
-static bool ew_float(ew_op op, double a, double b, int64_t fmod_attr, double *r)
+static bool ew_float(ew_op op, double a, double b, double *r)
 {
     switch (op) {
-    case EW_ADD: case EW_SUM: *r = a + b; return true;
-    case EW_SUB: *r = a - b; return true;
-    case EW_MUL: *r = a * b; return true;
-    case EW_DIV: *r = a / b; return true;
-    case EW_MOD:
-        *r = fmod(a, b);
-        if (!fmod_attr && *r != 0 && ((*r < 0) != (b < 0)))
-            *r += b;
-        return true;
+    case EW_SUM: *r = a + b; return true;
     case EW_POW: *r = pow(a, b); return true;
-    case EW_MAX: *r = a > b ? a : b; return true;
-    case EW_MIN: *r = a < b ? a : b; return true;
-    case EW_EQ: *r = a == b; return true;
-    case EW_LT: *r = a < b; return true;
-    case EW_LE: *r = a <= b; return true;
-    case EW_GT: *r = a > b; return true;
-    case EW_GE: *r = a >= b; return true;
     default: return false;
     }
 }
@@ -431,19 +381,14 @@ static bool ew_unary(ew_op op, bool isf, int64_t a, double x, int64_t *ri, doubl
 {
     if (!isf) {
         switch (op) {
-        case EW_NEG: *ri = iwrap_sub(0, a); return true;
-        case EW_ABS: *ri = a < 0 ? iwrap_sub(0, a) : a; return true;
         case EW_SIGN: *ri = (a > 0) - (a < 0); return true;
         case EW_RELU: *ri = a > 0 ? a : 0; return true;
-        case EW_NOT: *ri = !a; return true;
         case EW_BITNOT: *ri = ~a; return true;
         case EW_ISNAN: case EW_ISINF: *ri = 0; return true;
         default: return false;
         }
     }
     switch (op) {
-    case EW_NEG: *rf = -x; return true;
-    case EW_ABS: *rf = fabs(x); return true;
     case EW_RECIP: *rf = 1.0 / x; return true;
     case EW_SQRT: *rf = sqrt(x); return true;
     case EW_SIGN: *rf = (x > 0) - (x < 0); return true;
@@ -495,7 +440,7 @@ static ag_status ew_nary_rule(ag_infer_node *in, ew_op op)
     int32_t rank = 0;
     bool rank_known = true, any = false;
     ag_dtype dt = first_dt(in);
-    if (ew_is_cmp(op) || ew_is_logic(op))
+    if (op == EW_XOR)
         dt = AG_DT_BOOL;
     /* Before opset 7 (8 for the variadic ops) shapes were equal or B was
      * broadcast onto A: the result has A's shape. */
@@ -541,7 +486,6 @@ static ag_status ew_nary_rule(ag_infer_node *in, ew_op op)
         uint64_t n = 1;
         int64_t ri[MV_CAP];
         double rf[MV_CAP];
-        int64_t fmod_attr = ag_inf_attr_int_or(in, "fmod", 0);
         const char *dir = ag_inf_attr_string_or(in, "direction", "");
         bool isf = false;
         for (int32_t k = 0; k < rank; k++)
@@ -569,10 +513,10 @@ static ag_status ew_nary_rule(ag_infer_node *in, ew_op op)
                 uint64_t ib = bcast_index(k, rank, dims, cur->rank, cur->dims);
                 ew_op fold = (op == EW_MEAN) ? EW_SUM : op;
                 if (isf) {
-                    ok = ew_float(fold, vals[0].f[ia], cur->f[ib], fmod_attr, &rf[k]);
+                    ok = ew_float(fold, vals[0].f[ia], cur->f[ib], &rf[k]);
                     ri[k] = (int64_t)rf[k];
                 } else {
-                    ok = ew_int(fold, vals[0].i[ia], cur->i[ib], fmod_attr, dir, &ri[k]);
+                    ok = ew_int(fold, vals[0].i[ia], cur->i[ib], dir, &ri[k]);
                     rf[k] = (double)ri[k];
                 }
             }
@@ -583,7 +527,7 @@ static ag_status ew_nary_rule(ag_infer_node *in, ew_op op)
             v->rank = rank;
             v->dims = dims;
             v->n = n;
-            if (ew_is_cmp(op) || ew_is_logic(op)) {
+            if (op == EW_XOR) {
                 memcpy(v->i, ri, n * sizeof *ri);
                 for (uint64_t k = 0; k < n; k++)
                     v->f[k] = (double)ri[k];
