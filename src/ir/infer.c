@@ -809,22 +809,32 @@ ag_status ag_infer_bind_input(ag_graph *g, const char *name, int32_t rank, const
     return ag_desc_set_shape(g, ag_node_output_desc(g, n, 0), rank, dims);
 }
 
+/* Splits "NAME=REST" into name (NUL-terminated, at most 255 bytes) and the
+ * text after the last '='; what and form name the binding kind in messages. */
+static ag_status split_binding(ag_ctx *ctx, const char *what, const char *form, const char *binding, char name[256],
+                               const char **rest)
+{
+    const char *eq = binding ? strrchr(binding, '=') : NULL;
+    if (!eq || eq == binding)
+        return AG_ERR(ctx, AG_EINVAL, "%s '%s': expected %s", what, binding ? binding : "(null)", form);
+    size_t nlen = (size_t)(eq - binding);
+    if (nlen >= 256)
+        return AG_ERR(ctx, AG_EINVAL, "%s: name of %zu bytes is too long", what, nlen);
+    memcpy(name, binding, nlen);
+    name[nlen] = '\0';
+    *rest = eq + 1;
+    return AG_OK;
+}
+
 ag_status ag_infer_apply_binding(ag_graph *g, const char *binding)
 {
     ag_ctx *ctx = ag_graph_ctx(g);
-    const char *eq = binding ? strrchr(binding, '=') : NULL;
-    if (!eq || eq == binding)
-        return AG_ERR(ctx, AG_EINVAL, "input shape binding '%s': expected NAME=d0,d1,... (empty list = scalar)",
-                      binding ? binding : "(null)");
-    size_t nlen = (size_t)(eq - binding);
     char name[256];
-    if (nlen >= sizeof name)
-        return AG_ERR(ctx, AG_EINVAL, "input shape binding: name of %zu bytes is too long", nlen);
-    memcpy(name, binding, nlen);
-    name[nlen] = '\0';
+    const char *rest;
+    AG_TRY(split_binding(ctx, "input shape binding", "NAME=d0,d1,... (empty list = scalar)", binding, name, &rest));
     int64_t dims[AG_MAX_RANK];
     int32_t rank = 0;
-    const char *p = eq + 1;
+    const char *p = rest;
     while (*p == ' ')
         p++;
     if (*p) {
@@ -1046,16 +1056,9 @@ static ag_status parse_values(ag_ctx *ctx, const char *binding, const char *p, a
 ag_status ag_infer_apply_value_binding(ag_graph *g, const char *binding)
 {
     ag_ctx *ctx = ag_graph_ctx(g);
-    const char *eq = binding ? strrchr(binding, '=') : NULL;
-    if (!eq || eq == binding)
-        return AG_ERR(ctx, AG_EINVAL, "input value binding '%s': expected NAME=v or NAME=v0,v1,...",
-                      binding ? binding : "(null)");
-    size_t nlen = (size_t)(eq - binding);
     char name[256];
-    if (nlen >= sizeof name)
-        return AG_ERR(ctx, AG_EINVAL, "input value binding: name of %zu bytes is too long", nlen);
-    memcpy(name, binding, nlen);
-    name[nlen] = '\0';
+    const char *rest;
+    AG_TRY(split_binding(ctx, "input value binding", "NAME=v or NAME=v0,v1,...", binding, name, &rest));
     ag_node_id n = find_input(g, name);
     if (n == AG_NONE)
         return unknown_input(g, "input value binding", name);
@@ -1075,7 +1078,7 @@ ag_status ag_infer_apply_value_binding(ag_graph *g, const char *binding)
         memcpy(dims, d->dims, (size_t)rank * sizeof *dims);
     /* Count the values up front: a 1-D input of unknown length takes that many. */
     uint64_t given = 1;
-    for (const char *p = eq + 1; *p; p++)
+    for (const char *p = rest; *p; p++)
         given += *p == ',';
     if (rank == 1 && dims[0] == AG_DIM_UNKNOWN)
         dims[0] = given <= (uint64_t)AG_MAX_DIM ? (int64_t)given : AG_MAX_DIM;
@@ -1095,7 +1098,7 @@ ag_status ag_infer_apply_value_binding(ag_graph *g, const char *binding)
     if (bytes && !(buf = ag_alloc(ctx, bytes)))
         return AG_OOM(ctx);
     uint64_t count = 0;
-    ag_status st = parse_values(ctx, binding, eq + 1, dt, keep ? numel : 0, buf, &count);
+    ag_status st = parse_values(ctx, binding, rest, dt, keep ? numel : 0, buf, &count);
     if (st == AG_OK && count != 1 && count != numel)
         st = AG_ERR(ctx, AG_EINVAL,
                     "input value binding '%s': %llu values, but node %s (Data) holds %llu elements (give one value "
