@@ -1866,7 +1866,34 @@ static ag_status r_ms_attention(ag_infer_node *in)
 /* Op types owned by the core family (Add, Sub, Mul, Div, Mod, Neg, Abs,
  * comparisons, Not, And, Or, Where, Min, Max, Floor, Ceil, ReduceProd, ...)
  * are looked up there first; the entries below cover everything else. */
+/* Gradient kernels of the reference system: the gradient has the shape of
+ * the incoming gradient (input 0). */
+static ag_status r_grad_like0(ag_infer_node *in)
+{
+    return ag_inf_same_as_input(in, 0, 0);
+}
+
+/* (Sparse)SoftmaxCrossEntropyWithLogits(features [N, C], labels): the loss per
+ * example [N] and the gradient with respect to the features [N, C]. */
+static ag_status r_xent_with_logits(ag_infer_node *in)
+{
+    const ag_tensor_desc *f = ag_inf_in(in, 0);
+    if (!f)
+        return AG_OK;
+    AG_TRY(ag_inf_same_as_input(in, 1, 0));
+    if (f->rank < 0)
+        return set_out(in, 0, f->dtype, AG_RANK_UNKNOWN, NULL);
+    if (f->rank != 2)
+        return ag_inf_fail(in, "features must be 2-D [batch, classes], got rank %d", (int)f->rank);
+    return set_out(in, 0, f->dtype, 1, f->dims);
+}
+
 const ag_infer_rule ag_infer_rules_math[] = {
+    {"ReluGrad", r_grad_like0}, {"ReluGradV2", r_grad_like0}, {"SigmoidGrad", r_grad_like0},
+    {"TanhGrad", r_grad_like0}, {"SoftmaxGrad", r_grad_like0}, {"GeluGrad", r_grad_like0},
+    {"FastGeluGrad", r_grad_like0}, {"SqrtGrad", r_grad_like0}, {"RsqrtGrad", r_grad_like0},
+    {"SoftmaxCrossEntropyWithLogits", r_xent_with_logits},
+    {"SparseSoftmaxCrossEntropyWithLogits", r_xent_with_logits},
     /* unary, same type and shape */
     {"Exp", r_exp}, {"Log", r_log}, {"Sqrt", r_sqrt}, {"Reciprocal", r_recip}, {"Round", r_round},
     {"Sign", r_sign}, {"Relu", r_relu}, {"BitwiseNot", r_bitnot},

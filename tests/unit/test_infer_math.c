@@ -718,6 +718,37 @@ static void test_oom(void **state)
     assert_true(AG_TEST_OOM_SWEEP(oom_body, NULL) > 1);
 }
 
+/* ---- gradient kernels of training graphs ---- */
+
+static void test_training_grads(void **state)
+{
+    (void)state;
+    mt *t = mt_new();
+    const int64_t fd[] = {32, 10}, ld[] = {32}, gd[] = {U, 128};
+    ag_node_id f = mt_data(t, "features", AG_DT_F32, 2, fd);
+    ag_node_id l = mt_data(t, "labels", AG_DT_I64, 1, ld);
+    ag_node_id g = mt_data(t, "grad", AG_DT_F16, 2, gd);
+    ag_node_id srcs[2] = {f, l};
+    ag_node_id xent = mt_op(t, "SparseSoftmaxCrossEntropyWithLogits", "xent", 2, srcs, 2);
+    ag_node_id srcs2[2] = {g, g};
+    ag_node_id rg = mt_op(t, "ReluGrad", "rg", 2, srcs2, 1);
+    mt_run(t);
+    check_out(t, xent, 0, AG_DT_F32, 1, 32);
+    check_out(t, xent, 1, AG_DT_F32, 2, 32, 10);
+    check_out(t, rg, 0, AG_DT_F16, 2, U, 128);
+    mt_free(t);
+
+    /* Features of rank 3 contradict the kernel. */
+    t = mt_new();
+    const int64_t bad[] = {2, 3, 4};
+    f = mt_data(t, "features", AG_DT_F32, 3, bad);
+    srcs[0] = f;
+    srcs[1] = f;
+    mt_op(t, "SoftmaxCrossEntropyWithLogits", "xent3", 2, srcs, 2);
+    expect_shape_error(t, "xent3", "2-D");
+    mt_free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -729,6 +760,7 @@ int main(void)
         cmocka_unit_test(test_rnn),          cmocka_unit_test(test_quant),
         cmocka_unit_test(test_signal),       cmocka_unit_test(test_misc),
         cmocka_unit_test(test_contrib),      cmocka_unit_test(test_oom),
+        cmocka_unit_test(test_training_grads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

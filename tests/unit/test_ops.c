@@ -70,6 +70,8 @@ static void test_builtin_kinds(void **state)
         {"ShapeN", AG_OPK_SHAPE}, {"Rank", AG_OPK_SHAPE}, {"Size", AG_OPK_SHAPE},
         {"NoOp", AG_OPK_NOOP}, {"PhonyConcat", AG_OPK_PHONY}, {"PhonySplit", AG_OPK_PHONY},
         {"Relu", AG_OPK_COMPUTE}, {"MatMul", AG_OPK_COMPUTE}, {"ApplyMomentum", AG_OPK_COMPUTE},
+        {"ReluGrad", AG_OPK_COMPUTE}, {"SparseSoftmaxCrossEntropyWithLogits", AG_OPK_COMPUTE},
+        {"LayerNormGrad", AG_OPK_COMPUTE},
     };
     ag_ctx *ctx = agtest_ctx();
     ag_ops *ops = make_ops(ctx);
