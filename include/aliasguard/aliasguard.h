@@ -16,6 +16,7 @@
 #include "infer.h"
 #include "ops.h"
 #include "dot.h"
+#include "passes.h"
 
 #ifdef __cplusplus
 extern "C" {
