@@ -22,6 +22,9 @@ static const cli_command commands[] = {
      cmd_info_help},
     {"dot", "export a graph to Graphviz DOT (subgraphs as clusters)", cmd_dot, cmd_dot_help},
     {"passes", "list the compile passes in pipeline order", cmd_passes, cmd_passes_help},
+    {"opt", "run named compile passes and print the rewritten graph (--explain: why)", cmd_opt, cmd_opt_help},
+    {"check", "run the compile pipeline and report isolations and warnings (exit 1 if any)", cmd_check,
+     cmd_check_help},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 

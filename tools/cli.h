@@ -143,5 +143,23 @@ int cmd_dot(int argc, char **argv);
 void cmd_dot_help(FILE *f);
 int cmd_passes(int argc, char **argv);
 void cmd_passes_help(FILE *f);
+int cmd_opt(int argc, char **argv);
+void cmd_opt_help(FILE *f);
+int cmd_check(int argc, char **argv);
+void cmd_check_help(FILE *f);
+
+/* ---- pass explanations (tools/cmd_opt.c), shared by opt and check ---- */
+
+/* One line "<prefix>isolation: pass=P rule="R" kind=K graph=G node=N
+ * producer=A:I consumer=B:J" (docs/cli.md); control bytes in any field are
+ * written as \xHH so the line stays one line. */
+void cli_print_isolation(FILE *f, const char *prefix, const ag_isolation *iso);
+/* One line "<prefix>warning: pass=P code=C message="M" nodes=A,B". */
+void cli_print_warning(FILE *f, const char *prefix, const ag_warning *w);
+/* Parses a --passes value (comma-separated names, "all" for every pass in
+ * pipeline order; repeats allowed) into a malloc'ed array of registry
+ * entries (free it).  An unknown name is reported on stderr with the list of
+ * passes; false then. */
+bool cli_parse_pass_list(const char *cmd, const char *list, const ag_pass_def ***out, uint32_t *count);
 
 #endif

@@ -1,24 +1,17 @@
 /* aliasguard passes: lists the compile passes in pipeline order (DESIGN.md,
- * "The compile pipeline").  The table below grows as passes land; an empty
- * pipeline prints only the header. */
+ * "The compile pipeline"), one line each: the name `opt --passes` takes and
+ * what the pass does.  The list comes from the library's registry. */
+#include <string.h>
+
 #include "cli.h"
-
-typedef struct pass_row {
-    const char *name;
-    const char *what;
-} pass_row;
-
-/* In pipeline order.  No pass has landed yet; C has no zero-length arrays,
- * so the table is a pointer and a count. */
-static const pass_row *const pass_rows = NULL;
-static const size_t n_pass_rows = 0;
 
 void cmd_passes_help(FILE *f)
 {
     fputs("usage: aliasguard passes [-h]\n"
           "\n"
-          "Lists the compile passes in the order the pipeline runs them, one per\n"
-          "line after a header line: position, name and what the pass does.\n",
+          "Lists the compile passes in the order the pipeline ('aliasguard check',\n"
+          "'aliasguard opt --passes=all') runs them, one per line: the name to give\n"
+          "to 'aliasguard opt --passes=...', then what the pass does.\n",
           f);
 }
 
@@ -36,8 +29,13 @@ int cmd_passes(int argc, char **argv)
             return cli_usage_error(a.cmd, "unknown option '%s'", a.argv[a.i]);
         return cli_usage_error(a.cmd, "unexpected argument '%s'", a.argv[a.i]);
     }
-    printf("%-4s %-32s %s\n", "#", "PASS", "DESCRIPTION");
-    for (size_t k = 0; k < n_pass_rows; k++)
-        printf("%-4zu %-32s %s\n", k + 1, pass_rows[k].name, pass_rows[k].what);
+    /* Names are padded to one column; two spaces at least separate them. */
+    int width = 0;
+    for (uint32_t k = 0; k < ag_pass_count(); k++) {
+        int len = (int)strlen(ag_pass_at(k)->name);
+        width = len > width ? len : width;
+    }
+    for (uint32_t k = 0; k < ag_pass_count(); k++)
+        printf("%-*s  %s\n", width, ag_pass_at(k)->name, ag_pass_at(k)->summary);
     return cli_close_output(stdout, NULL, true) ? CLI_EXIT_OK : CLI_EXIT_USAGE;
 }

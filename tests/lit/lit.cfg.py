@@ -14,3 +14,7 @@ config.substitutions.append(("%FileCheck", config.filecheck))
 config.substitutions.append(("%examples", os.path.join(config.ag_source_dir, "examples")))
 config.environment["ASAN_OPTIONS"] = os.environ.get("ASAN_OPTIONS", "")
 config.environment["UBSAN_OPTIONS"] = os.environ.get("UBSAN_OPTIONS", "")
+# %onnx-encode turns an ONNX model written as protobuf text (.textproto) into
+# a binary model, so tests keep their ONNX inputs readable and reviewable.
+config.substitutions.append(("%onnx-encode",
+    "protoc --encode=onnx.ModelProto -I/usr/include/onnx /usr/include/onnx/onnx.proto"))
