@@ -3,9 +3,14 @@
  * residual Conv/Relu/Add blocks (branch and join), classifier heads whose
  * Reshape is fed by a Shape -> Gather -> Concat chain, weights as elided
  * constants, small shape constants written out, a few control edges, and an
- * If with two subgraphs every so often.  usage: gen_graph N [SEED] > out.agt */
+ * If with two subgraphs every so often.  With --conflicts it also writes what
+ * the compile passes act on: an in-place collective (HcomAllReduce with
+ * _input_mutable) on a shared activation every few blocks, and a While whose
+ * body holds an If (subgraphs two levels deep) every so often.
+ * usage: gen_graph N [SEED] [--conflicts] > out.agt */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,13 +25,17 @@ enum {
     HEAD_EVERY = 10,   /* a head after every 10th block */
     IF_EVERY = 25,     /* an If after every 25th block */
     CTRL_EVERY = 7,    /* a control edge into every 7th block */
+    HCCL_NODES = 1,    /* allreduce */
+    HCCL_EVERY = 5,    /* --conflicts: an in-place allreduce after every 5th block */
+    WHILE_NODES = 22,  /* zero lim while + cond (5) + body (14) */
+    WHILE_EVERY = 50,  /* --conflicts: a While with a nested If after every 50th block */
 };
 
 typedef struct gen {
     FILE *f;
     uint64_t rng;
     uint64_t left;     /* nodes still to write, NetOutput included */
-    uint64_t blocks, heads, ifs, fill;
+    uint64_t blocks, heads, ifs, fill, hccls, whiles;
     char h[32];        /* name of the node holding the current activation */
     char prev_relu[32];
 } gen;
@@ -119,10 +128,67 @@ static void branch(gen *g)
     g->left -= IF_NODES;
 }
 
+/* The block's output, shared by the next block's Conv and Add, is also
+ * reduced in place by a collective: the hccl and RW passes must isolate it. */
+static void allreduce(gen *g)
+{
+    uint64_t k = g->hccls++;
+    fprintf(g->f, "  ar%" PRIu64 " = HcomAllReduce(%s) -> (?) <reduction = \"sum\", _input_mutable = true>\n", k, g->h);
+    g->left -= HCCL_NODES;
+}
+
+/* While(0, 3, h) whose body applies an If (Relu or Neg) to the carried h. */
+static void loop(gen *g)
+{
+    uint64_t k = g->whiles++;
+    FILE *f = g->f;
+    fprintf(f, "  # loop %" PRIu64 "\n", k);
+    fprintf(f, "  zero%" PRIu64 " = Const() -> (i64[] = {0})\n", k);
+    fprintf(f, "  lim%" PRIu64 " = Const() -> (i64[] = {3})\n", k);
+    fprintf(f, "  wl%" PRIu64 " = While(zero%" PRIu64 ", lim%" PRIu64 ", %s) -> (?, ?, ?) {\n", k, k, k, g->h);
+    fprintf(f, "    graph wcond%" PRIu64 " {\n", k);
+    fprintf(f, "      i = Data() -> (?) <_parent_node_index = 0>\n");
+    fprintf(f, "      n = Data() -> (?) <_parent_node_index = 1>\n");
+    fprintf(f, "      h = Data() -> (?) <_parent_node_index = 2>\n");
+    fprintf(f, "      more = Less(i, n) -> (?)\n");
+    fprintf(f, "      out = NetOutput(more)\n");
+    fprintf(f, "    }\n");
+    fprintf(f, "    graph wbody%" PRIu64 " {\n", k);
+    fprintf(f, "      i = Data() -> (?) <_parent_node_index = 0>\n");
+    fprintf(f, "      n = Data() -> (?) <_parent_node_index = 1>\n");
+    fprintf(f, "      h = Data() -> (?) <_parent_node_index = 2>\n");
+    fprintf(f, "      one = Const() -> (i64[] = {1})\n");
+    fprintf(f, "      i_next = Add(i, one) -> (?)\n");
+    fprintf(f, "      odd = Less(i, n) -> (?)\n");
+    fprintf(f, "      pick = If(odd, h) -> (?) {\n");
+    fprintf(f, "        graph wthen%" PRIu64 " {\n", k);
+    fprintf(f, "          t_in = Data() -> (?) <_parent_node_index = 1>\n");
+    fprintf(f, "          t_op = Relu(t_in) -> (?)\n");
+    fprintf(f, "          t_out = NetOutput(t_op <_parent_node_index = 0>)\n");
+    fprintf(f, "        }\n");
+    fprintf(f, "        graph welse%" PRIu64 " {\n", k);
+    fprintf(f, "          e_in = Data() -> (?) <_parent_node_index = 1>\n");
+    fprintf(f, "          e_op = Neg(e_in) -> (?)\n");
+    fprintf(f, "          e_out = NetOutput(e_op <_parent_node_index = 0>)\n");
+    fprintf(f, "        }\n");
+    fprintf(f, "      }\n");
+    fprintf(f, "      out = NetOutput(i_next <_parent_node_index = 0>, n <_parent_node_index = 1>, "
+               "pick <_parent_node_index = 2>)\n");
+    fprintf(f, "    }\n");
+    fprintf(f, "  }\n");
+    snprintf(g->h, sizeof g->h, "wl%" PRIu64 ":2", k);
+    g->left -= WHILE_NODES;
+}
+
 int main(int argc, char **argv)
 {
+    bool conflicts = false;
+    if (argc >= 2 && strcmp(argv[argc - 1], "--conflicts") == 0) {
+        conflicts = true;
+        argc--;
+    }
     if (argc < 2 || argc > 3) {
-        fprintf(stderr, "usage: gen_graph N [SEED] > out.agt   (N >= 3 nodes)\n");
+        fprintf(stderr, "usage: gen_graph N [SEED] [--conflicts] > out.agt   (N >= 3 nodes)\n");
         return 2;
     }
     char *end;
@@ -143,7 +209,7 @@ int main(int argc, char **argv)
     static char buf[1 << 20];
     setvbuf(stdout, buf, _IOFBF, sizeof buf);
 
-    gen g = {stdout, seed, n, 0, 0, 0, 0, "x", ""};
+    gen g = {stdout, seed, n, 0, 0, 0, 0, 0, 0, "x", ""};
     FILE *f = g.f;
     fprintf(f, "# synthetic benchmark graph: %llu nodes (bench/gen_graph %llu %llu)\n", n, n, seed);
     fprintf(f, "graph synthetic {\n");
@@ -156,6 +222,10 @@ int main(int argc, char **argv)
             head(&g);
         if (g.blocks % IF_EVERY == 0 && g.left >= IF_NODES)
             branch(&g);
+        if (conflicts && g.blocks % HCCL_EVERY == 0 && g.left >= HCCL_NODES)
+            allreduce(&g);
+        if (conflicts && g.blocks % WHILE_EVERY == 0 && g.left >= WHILE_NODES)
+            loop(&g);
     }
     /* Whatever is left: a chain of Relu nodes, so the count is exact. */
     for (; g.left > 0; g.left--) {

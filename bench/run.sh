@@ -140,3 +140,45 @@ awk 'BEGIN {
     li = ($2 > 0 && $5 != "-") ? ($5 + ($6 != "-" ? $6 : 0)) * 1e3 / $2 : 0
     printf "%-22s %10d %8.3f %9.1f %8.2f %10s %10s %8.2f\n", $1, $2, $3, $4 / 1024, us, $5, $6, li
 }' "$rows"
+
+# ---- compile pipeline: `check` minus `info` on graphs with conflicts ----
+# gen_graph --conflicts adds an in-place collective on a shared activation
+# every 5 blocks and a While whose body holds an If (two levels of
+# subgraphs) every 50; the difference of the fastest `check` and the fastest
+# `info` runs is the time of the pass pipeline itself.
+fastest() { # command...: prints "wall_s rss_kib" of the fastest of $repeat runs
+    local best="" k t0 t1 wall rss
+    for ((k = 0; k < repeat; k++)); do
+        t0=$(date +%s%N)
+        if [ $have_time = 1 ]; then
+            # check exits 1 when it reports isolations: that is its result, not a failure
+            /usr/bin/time -f '%M' -o "$rows.time" "$@" >/dev/null 2>"$rows.err" || true
+            rss=$(tail -n 1 "$rows.time")
+        else
+            "$@" >/dev/null 2>"$rows.err" || true
+            rss=0
+        fi
+        t1=$(date +%s%N)
+        wall=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.4f", (b - a) / 1e9 }')
+        if [ -z "$best" ] || awk -v a="$wall" -v b="${best% *}" 'BEGIN { exit !(a < b) }'; then
+            best="$wall $rss"
+        fi
+    done
+    echo "$best"
+}
+echo
+echo "== compile pipeline (aliasguard check on gen_graph --conflicts): fastest of $repeat runs =="
+printf "%-22s %10s %10s %10s %12s %9s %10s\n" "input" "nodes" "info s" "check s" "pipeline s" "rss MiB" "us/node"
+for n in $sizes; do
+    f="$data/conflicts_$n.agt"
+    if [ ! -s "$f" ] || [ "$gen" -nt "$f" ]; then
+        "$gen" "$n" 1 --conflicts >"$f.tmp"
+        mv "$f.tmp" "$f"
+    fi
+    read -r info_s _ < <(fastest "$ag" info --limit 1 "$f")
+    read -r check_s check_rss < <(fastest "$ag" check "$f")
+    awk -v name="conflicts_$n" -v n="$n" -v i="$info_s" -v c="$check_s" -v r="$check_rss" 'BEGIN {
+        p = c - i
+        printf "%-22s %10d %10.3f %10.3f %12.3f %9.1f %10.2f\n", name, n, i, c, p, r / 1024, p * 1e6 / n
+    }'
+done
