@@ -780,6 +780,24 @@ static ag_status branch_rule(sp_state *st, ag_node_id n)
                 ag_port p = ag_node_input_src(g, no, i);
                 if (p.node == AG_NONE)
                     continue;
+                /* The rule is by producer node (two outputs of one Split
+                 * count), but each port of a copy node is a buffer of its
+                 * own: the multi-port copies this pass and the layout pass
+                 * insert before a NetOutput only count when the same port
+                 * feeds two inputs.  Without this a second pipeline run would
+                 * copy the copies. */
+                if (is_copy(st, p.node)) {
+                    bool again = false;
+                    for (uint32_t j = 0; j < i && !again; j++) {
+                        ag_port q = ag_node_input_src(g, no, j);
+                        again = q.node == p.node && q.index == p.index;
+                    }
+                    if (again) {
+                        AG_TRY(fmt_base(st, "%s_output_%u_Memcpy", ag_node_name(g, p.node), p.index));
+                        AG_TRY(copy_before(st, R_BRANCH_TWICE, no, i));
+                    }
+                    continue;
+                }
                 if (!marked(st, p.node, e)) {
                     set_mark(st, p.node, e);
                     continue;
