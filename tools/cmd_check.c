@@ -25,6 +25,9 @@ void cmd_check_help(FILE *f)
           "isolations the passes had to insert (copies and control edges, each with\n"
           "the rule that required it) and their warnings.  The text output lists the\n"
           "warnings, then 'isolations: N', 'warnings: M' and the isolations per pass.\n"
+          "Lint runs first and last (phases 'before' and 'after'); its warnings read\n"
+          "'INPUT: warning W18888: before: graph 'G': no control relation between\n"
+          "write node \"A\" ... and read node \"B\" ...', and count as findings.\n"
           "\n"
           "Exit status: 0 when the graph needed no isolation and raised no warning,\n"
           "1 when it did (findings), 2 on a usage or input error.\n"
@@ -79,14 +82,37 @@ static void count_by_pass(const ag_report *r, pass_counts *pc)
 
 /* ---- text ---- */
 
+/* Writes s with bytes that would break the line (or confuse a terminal) as
+ * \xHH, so one warning stays one line whatever the node names hold. */
+static void put_line_text(FILE *f, const char *s)
+{
+    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+        if (*p < 0x20 || *p == 0x7f)
+            fprintf(f, "\\x%02x", *p);
+        else
+            fputc(*p, f);
+    }
+}
+
 static void print_text(FILE *f, const char *input, const ag_report *r, const pass_counts *pc, bool explain)
 {
     fprintf(f, "input: %s\n", input);
     if (explain)
         for (uint32_t k = 0; k < ag_report_isolation_count(r); k++)
             cli_print_isolation(f, "", ag_report_isolation_at(r, k));
-    for (uint32_t k = 0; k < ag_report_warning_count(r); k++)
-        cli_print_warning(f, "", ag_report_warning_at(r, k));
+    for (uint32_t k = 0; k < ag_report_warning_count(r); k++) {
+        const ag_warning *w = ag_report_warning_at(r, k);
+        /* Lint findings read like a compiler's: "FILE: warning CODE: message". */
+        if (strcmp(w->pass, "lint") == 0) {
+            put_line_text(f, input);
+            fputs(": warning ", f);
+            put_line_text(f, w->code);
+            fputs(": ", f);
+            put_line_text(f, w->message);
+            fputc('\n', f);
+        } else
+            cli_print_warning(f, "", w);
+    }
     fprintf(f, "isolations: %u\n", ag_report_isolation_count(r));
     fprintf(f, "warnings: %u\n", ag_report_warning_count(r));
     fputs("by pass:", f);

@@ -75,8 +75,10 @@ bool cli_parse_pass_list(const char *cmd, const char *list, const ag_pass_def **
     size_t n = 1;
     for (const char *p = list; *p; p++)
         n += *p == ',';
-    /* Each element is one pass, or "all" for the whole pipeline. */
-    const ag_pass_def **v = malloc(n * ag_pass_count() * sizeof *v);
+    /* Each element is one pass, or "all" for the whole pipeline: every
+     * registered pass in order, then lint once more on the result, as
+     * ag_pipeline_run does. */
+    const ag_pass_def **v = malloc(n * (ag_pass_count() + 1) * sizeof *v);
     if (!v) {
         cli_err("out of memory");
         return false;
@@ -88,6 +90,8 @@ bool cli_parse_pass_list(const char *cmd, const char *list, const ag_pass_def **
         if (len == 3 && strncmp(p, "all", 3) == 0) {
             for (uint32_t k = 0; k < ag_pass_count(); k++)
                 v[used++] = ag_pass_at(k);
+            if (ag_pass_find("lint"))
+                v[used++] = ag_pass_find("lint");
         } else {
             const ag_pass_def *def = NULL;
             for (uint32_t k = 0; k < ag_pass_count() && !def; k++) {
@@ -120,6 +124,7 @@ bool cli_parse_pass_list(const char *cmd, const char *list, const ag_pass_def **
 typedef struct opt_state {
     const char *passes_arg;
     bool explain;
+    bool time_passes;
     ag_text_write_opts wo;
     const ag_pass_def **passes;
     uint32_t npasses;
@@ -132,8 +137,10 @@ void cmd_opt_help(FILE *f)
           "Reads INPUT (an ONNX model or a .agt file, '-' for standard input), runs\n"
           "the named compile passes in the order given and prints the rewritten graph\n"
           "as .agt text.  'aliasguard passes' lists the passes; '--passes=all' runs the\n"
-          "whole pipeline in its order.  A name may repeat (running a pass twice shows\n"
-          "that the second run changes nothing).\n"
+          "whole pipeline in its order (lint first and again last).  A name may repeat\n"
+          "(running a pass twice shows that the second run changes nothing).  lint\n"
+          "changes nothing; its warnings start with 'before: ' or 'after: ' when other\n"
+          "passes run before or after it.\n"
           "\n"
           "Options:\n"
           "  --passes=LIST            comma-separated pass names, or 'all' (required)\n"
@@ -143,6 +150,8 @@ void cmd_opt_help(FILE *f)
           "                           added control edge) and '# warning: pass=P code=C\n"
           "                           message=\"M\" nodes=A,B'\n"
           "  -o, --output FILE        write to FILE instead of standard output\n"
+          "  --time-passes            print 'time: pass=P ms=T' on standard error after\n"
+          "                           each pass (T: wall milliseconds of the pass alone)\n"
           "  --elide-bytes N          print tensor values larger than N bytes as elided\n"
           "                           (default 4096)\n"
           "  --no-elide               print every tensor value in full\n"
@@ -172,6 +181,10 @@ static int opt_option(cli_args *a, void *state)
     }
     if (cli_opt_flag(a, "--explain", NULL)) {
         os->explain = true;
+        return 1;
+    }
+    if (cli_opt_flag(a, "--time-passes", NULL)) {
+        os->time_passes = true;
         return 1;
     }
     if ((r = cli_opt_value(a, "--elide-bytes", NULL, &v)) != 0)
@@ -231,8 +244,23 @@ static int opt_run(ag_ctx *ctx, ag_graph *g, cli_load_info *info, const char *in
         return CLI_EXIT_USAGE;
     }
     ag_pass_env env = {g, info->ops, report};
-    for (uint32_t k = 0; k < os->npasses && st == AG_OK; k++)
-        st = ag_pass_run(&env, os->passes[k]->name);
+    /* lint in a list with other passes is phase "before" until another pass
+     * has run and "after" from then on, as in the pipeline; alone it has no
+     * phase. */
+    bool only_lint = true, ran_other = false;
+    for (uint32_t k = 0; k < os->npasses; k++)
+        only_lint = only_lint && strcmp(os->passes[k]->name, "lint") == 0;
+    for (uint32_t k = 0; k < os->npasses && st == AG_OK; k++) {
+        double t0 = cli_now_ms();
+        if (strcmp(os->passes[k]->name, "lint") == 0) {
+            st = ag_lint_run(&env, only_lint ? NULL : ran_other ? "after" : "before");
+        } else {
+            st = ag_pass_run(&env, os->passes[k]->name);
+            ran_other = true;
+        }
+        if (os->time_passes && st == AG_OK)
+            fprintf(stderr, "time: pass=%s ms=%.3f\n", os->passes[k]->name, cli_now_ms() - t0);
+    }
     int rc;
     if (st != AG_OK) {
         cli_err_ctx(ctx, st, input);
@@ -248,7 +276,7 @@ static int opt_run(ag_ctx *ctx, ag_graph *g, cli_load_info *info, const char *in
 int cmd_opt(int argc, char **argv)
 {
     static const cli_graph_cmd cmd = {"opt", cmd_opt_help, opt_option, opt_run, true};
-    opt_state os = {NULL, false, ag_text_write_defaults(), NULL, 0};
+    opt_state os = {NULL, false, false, ag_text_write_defaults(), NULL, 0};
     int rc = cli_graph_command(&cmd, &os, argc, argv);
     free(os.passes);
     return rc;

@@ -87,8 +87,16 @@ const ag_pass_def *ag_pass_find(const char *name);
 /* Runs one pass by name (AG_ENOTFOUND for an unknown name, listing the known
  * ones).  In debug builds the graph is verified after the pass. */
 ag_status ag_pass_run(ag_pass_env *env, const char *name);
-/* Runs every pass in order. */
+/* Runs every pass in order, with lint (ag_lint_run) first, phase "before",
+ * and once more last, phase "after", on the result. */
 ag_status ag_pipeline_run(ag_pass_env *env);
+
+/* GraphLint (docs/passes.md "lint"): records a warning W18888 for every
+ * writer of a buffer shared by several consumers that no path of data or
+ * control edges orders against another consumer of it.  Reads the graph
+ * only; does nothing without a report.  phase (NULL or "" for none) starts
+ * each message as "<phase>: ". */
+ag_status ag_lint_run(ag_pass_env *env, const char *phase);
 
 #ifdef __cplusplus
 }

@@ -83,5 +83,6 @@ ag_status ag_pass_subgraph_isolate(ag_pass_env *env);       /* subgraph_isolate.
 ag_status ag_pass_memcpy_addr_async(ag_pass_env *env);      /* memcpy_addr_async.c */
 ag_status ag_pass_mark_same_addr(ag_pass_env *env);         /* mark_same_addr.c */
 ag_status ag_pass_rw_conflict(ag_pass_env *env);            /* rw_conflict.c */
+ag_status ag_pass_lint(ag_pass_env *env);                   /* lint.c: ag_lint_run without a phase */
 
 #endif
