@@ -5,12 +5,19 @@
 #include <stdio.h>
 
 #include "passes/pass_internal.h"
+#include "passes/layout_internal.h"
 
 /* Order matters: copies for HCCL inputs come first so the later passes see
- * them as ordinary nodes; the semantic RW conflict pass runs last, after every
+ * them as ordinary nodes; the semantic RW conflict pass runs after every
  * other isolation exists, so it does not add a second copy where one of the
- * dedicated passes already made one. */
+ * dedicated passes already made one; the layout conflict pass comes last, on
+ * the buffers (symbols) the rewritten graph defines.  lint is listed once, first, so that
+ * `opt --passes=lint` runs it alone; ag_pipeline_run runs it before the other
+ * passes and again after them, on the result. */
 static const ag_pass_def passes[] = {
+    {"lint", "warn where a writer of a shared buffer is not ordered against its other readers and writers "
+             "(W18888); first and last in the pipeline",
+     ag_pass_lint},
     {"hccl_memcpy", "copy inputs that collective ops modify in place (_input_mutable) when others still read them",
      ag_pass_hccl_memcpy},
     {"hccl_continuous_memcpy",
@@ -28,6 +35,9 @@ static const ag_pass_def passes[] = {
      ag_pass_mark_same_addr},
     {"rw_conflict", "copies where a write to a shared buffer could race a read (read/write matrix)",
      ag_pass_rw_conflict},
+    {"layout_conflict",
+     "copies where anchors sharing one buffer need incompatible memory (user, constant, continuous, special)",
+     ag_pass_layout_conflict},
 };
 #define N_PASSES ((uint32_t)(sizeof passes / sizeof passes[0]))
 
@@ -90,7 +100,9 @@ ag_status ag_pass_run(ag_pass_env *env, const char *name)
 
 ag_status ag_pipeline_run(ag_pass_env *env)
 {
-    for (uint32_t k = 0; k < N_PASSES; k++)
+    /* passes[0] is lint: its two runs are told apart in their messages. */
+    AG_TRY(ag_lint_run(env, "before"));
+    for (uint32_t k = 1; k < N_PASSES; k++)
         AG_TRY(run_def(env, &passes[k]));
-    return AG_OK;
+    return ag_lint_run(env, "after");
 }

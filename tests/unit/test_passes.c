@@ -570,9 +570,16 @@ static void test_reach_oom(void **state)
 static void test_registry(void **state)
 {
     (void)state;
-    static const char *const order[] = {"hccl_memcpy",      "hccl_continuous_memcpy", "inplace_support_check",
-                                        "atomic_addr_clean", "subgraph_isolate",       "memcpy_addr_async",
-                                        "mark_same_addr",    "rw_conflict"};
+    static const char *const order[] = {"lint",
+                                        "hccl_memcpy",
+                                        "hccl_continuous_memcpy",
+                                        "inplace_support_check",
+                                        "atomic_addr_clean",
+                                        "subgraph_isolate",
+                                        "memcpy_addr_async",
+                                        "mark_same_addr",
+                                        "rw_conflict",
+                                        "layout_conflict"};
     assert_int_equal(ag_pass_count(), sizeof order / sizeof order[0]);
     for (uint32_t k = 0; k < ag_pass_count(); k++) {
         const ag_pass_def *p = ag_pass_at(k);
