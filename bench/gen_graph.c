@@ -6,8 +6,17 @@
  * If with two subgraphs every so often.  With --conflicts it also writes what
  * the compile passes act on: an in-place collective (HcomAllReduce with
  * _input_mutable) on a shared activation every few blocks, and a While whose
- * body holds an If (subgraphs two levels deep) every so often.
- * usage: gen_graph N [SEED] [--conflicts] > out.agt */
+ * body holds an If (subgraphs two levels deep) every so often.  With --lint
+ * it writes the lint benchmark instead: blocks of ten small nodes, each with
+ * one output shared by a writer (Assign) and a reader, ordered by a control
+ * edge in two blocks of three and racing in the third, plus one variable
+ * written and read every few dozen blocks across the whole graph (ordered
+ * through the main chain): a tenth of all outputs have several consumers.
+ * With --train it writes a training step of N nodes: a chain of layers
+ * reading one weight each, the loss, the gradients back through the chain,
+ * and per layer an Assign updating the weight after its last read (a control
+ * edge), so each weight is read early, read again late and written last.
+ * usage: gen_graph N [SEED] [--conflicts | --lint | --train] > out.agt */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdbool.h>
@@ -180,15 +189,120 @@ static void loop(gen *g)
     g->left -= WHILE_NODES;
 }
 
+/* --lint: LINT_NODES per block (file comment); h is the chain's head. */
+enum {
+    LINT_NODES = 10,
+    LINT_RACE_EVERY = 3,   /* the reader of every 3rd block is unordered */
+    LINT_SHARED_EVERY = 40 /* the shared variable is written, then read, every 40 blocks */
+};
+
+static void lint_block(gen *g)
+{
+    uint64_t k = g->blocks++;
+    FILE *f = g->f;
+    const char *t = "f32[4]";
+    fprintf(f, "  # lint block %" PRIu64 "\n", k);
+    fprintf(f, "  a%" PRIu64 " = Relu(%s) -> (%s)\n", k, g->h, t);
+    fprintf(f, "  b%" PRIu64 " = Neg(a%" PRIu64 ") -> (%s)\n", k, k, t);
+    fprintf(f, "  c%" PRIu64 " = Abs(b%" PRIu64 ") -> (%s)\n", k, k, t);
+    fprintf(f, "  d%" PRIu64 " = Sqrt(c%" PRIu64 ") -> (%s)\n", k, k, t);
+    fprintf(f, "  v%" PRIu64 " = Variable() -> (%s)\n", k, t);
+    fprintf(f, "  w%" PRIu64 " = Assign(v%" PRIu64 ", d%" PRIu64 ") -> (%s)\n", k, k, k, t);
+    if (k % LINT_RACE_EVERY == LINT_RACE_EVERY - 1)
+        fprintf(f, "  r%" PRIu64 " = Relu(v%" PRIu64 ") -> (%s)\n", k, k, t);
+    else
+        fprintf(f, "  r%" PRIu64 " = Relu(v%" PRIu64 ", ^w%" PRIu64 ") -> (%s)\n", k, k, k, t);
+    fprintf(f, "  e%" PRIu64 " = Add(w%" PRIu64 ", r%" PRIu64 ") -> (%s)\n", k, k, k, t);
+    fprintf(f, "  f%" PRIu64 " = Relu(e%" PRIu64 ") -> (%s)\n", k, k, t);
+    /* The shared variable: written at the head of the chain every
+     * LINT_SHARED_EVERY blocks, read half-way between; both feed the chain,
+     * so every write is ordered against every other access through it. */
+    if (k % LINT_SHARED_EVERY == 0)
+        fprintf(f, "  h%" PRIu64 " = Assign(shared, f%" PRIu64 ") -> (%s)\n", k, k, t);
+    else if (k % LINT_SHARED_EVERY == LINT_SHARED_EVERY / 2)
+        fprintf(f, "  h%" PRIu64 " = Mul(f%" PRIu64 ", shared) -> (%s)\n", k, k, t);
+    else
+        fprintf(f, "  h%" PRIu64 " = Neg(f%" PRIu64 ") -> (%s)\n", k, k, t);
+    snprintf(g->h, sizeof g->h, "h%" PRIu64, k);
+    g->left -= LINT_NODES;
+}
+
+/* --train: 5 nodes per layer (weight, forward Mul, weight gradient, input
+ * gradient, update) plus x, loss and the NetOutput. */
+static int gen_train(gen *g)
+{
+    FILE *f = g->f;
+    uint64_t layers = g->left >= 3 + 5 ? (g->left - 3) / 5 : 0;
+    uint64_t fill = g->left - 3 - 5 * layers;
+    fprintf(f, "graph train {\n  x = Data() -> (f32[4] \"x\")\n");
+    for (uint64_t l = 0; l < layers; l++)
+        fprintf(f, "  W%" PRIu64 " = Variable() -> (f32[4])\n", l);
+    char h[32] = "x";
+    for (uint64_t l = 0; l < layers; l++) {
+        fprintf(f, "  h%" PRIu64 " = Mul(%s, W%" PRIu64 ") -> (f32[4])\n", l, h, l);
+        snprintf(h, sizeof h, "h%" PRIu64, l);
+    }
+    for (uint64_t k = 0; k < fill; k++) {
+        fprintf(f, "  fill%" PRIu64 " = Relu(%s) -> (f32[4])\n", k, h);
+        snprintf(h, sizeof h, "fill%" PRIu64, k);
+    }
+    fprintf(f, "  loss = Neg(%s) -> (f32[4])\n", h);
+    char d[32] = "loss";
+    for (uint64_t l = layers; l-- > 0;) {
+        char in[32] = "x";
+        if (l > 0)
+            snprintf(in, sizeof in, "h%" PRIu64, l - 1);
+        fprintf(f, "  dW%" PRIu64 " = Mul(%s, %s) -> (f32[4])\n", l, in, d);
+        fprintf(f, "  d%" PRIu64 " = Mul(%s, W%" PRIu64 ") -> (f32[4])\n", l, d, l);
+        fprintf(f, "  u%" PRIu64 " = Assign(W%" PRIu64 ", dW%" PRIu64 ", ^d%" PRIu64 ") -> (f32[4])\n", l, l, l, l);
+        snprintf(d, sizeof d, "d%" PRIu64, l);
+    }
+    fprintf(f, "  out = NetOutput(%s)\n}\n", d);
+    if (fflush(f) != 0 || ferror(f)) {
+        fprintf(stderr, "gen_graph: write failed: %s\n", strerror(errno));
+        return 1;
+    }
+    return 0;
+}
+
+static int gen_lint(gen *g)
+{
+    FILE *f = g->f;
+    fprintf(f, "graph lint {\n");
+    fprintf(f, "  x = Data() -> (f32[4] \"x\")\n");
+    fprintf(f, "  shared = Variable() -> (f32[4])\n");
+    g->left -= 3; /* x, shared, and the NetOutput written last */
+    snprintf(g->h, sizeof g->h, "x");
+    while (g->left >= LINT_NODES)
+        lint_block(g);
+    for (; g->left > 0; g->left--) {
+        uint64_t k = g->fill++;
+        fprintf(f, "  fill%" PRIu64 " = Relu(%s) -> (f32[4])\n", k, g->h);
+        snprintf(g->h, sizeof g->h, "fill%" PRIu64, k);
+    }
+    fprintf(f, "  out = NetOutput(%s)\n}\n", g->h);
+    if (fflush(f) != 0 || ferror(f)) {
+        fprintf(stderr, "gen_graph: write failed: %s\n", strerror(errno));
+        return 1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
-    bool conflicts = false;
+    bool conflicts = false, lint = false, train = false;
     if (argc >= 2 && strcmp(argv[argc - 1], "--conflicts") == 0) {
         conflicts = true;
         argc--;
+    } else if (argc >= 2 && strcmp(argv[argc - 1], "--lint") == 0) {
+        lint = true;
+        argc--;
+    } else if (argc >= 2 && strcmp(argv[argc - 1], "--train") == 0) {
+        train = true;
+        argc--;
     }
     if (argc < 2 || argc > 3) {
-        fprintf(stderr, "usage: gen_graph N [SEED] [--conflicts] > out.agt   (N >= 3 nodes)\n");
+        fprintf(stderr, "usage: gen_graph N [SEED] [--conflicts | --lint | --train] > out.agt   (N >= 3 nodes)\n");
         return 2;
     }
     char *end;
@@ -211,6 +325,14 @@ int main(int argc, char **argv)
 
     gen g = {stdout, seed, n, 0, 0, 0, 0, 0, 0, "x", ""};
     FILE *f = g.f;
+    if (lint) {
+        fprintf(f, "# lint benchmark graph: %llu nodes (bench/gen_graph %llu %llu --lint)\n", n, n, seed);
+        return gen_lint(&g);
+    }
+    if (train) {
+        fprintf(f, "# training step graph: %llu nodes (bench/gen_graph %llu %llu --train)\n", n, n, seed);
+        return gen_train(&g);
+    }
     fprintf(f, "# synthetic benchmark graph: %llu nodes (bench/gen_graph %llu %llu)\n", n, n, seed);
     fprintf(f, "graph synthetic {\n");
     fprintf(f, "  x = Data() -> (" ACT " \"x\")\n");

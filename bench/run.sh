@@ -10,6 +10,7 @@
 #   AG_BENCH_DIR         where generated graphs are kept (default BUILD_DIR/bench-data)
 #   AG_BENCH_REPEAT      runs per input, the fastest is reported (default 3)
 #   AG_BENCH_CORPUS_TOP  how many of the largest corpus models to run (default 5)
+#   AG_BENCH_LINT_SIZES  node counts of the lint graphs (default "100000 1000000")
 #   AG_CORPUS_DIR        corpus cache (default $HOME/.cache/aliasguard/corpus)
 set -euo pipefail
 
@@ -181,4 +182,53 @@ for n in $sizes; do
         p = c - i
         printf "%-22s %10d %10.3f %10.3f %12.3f %9.1f %10.2f\n", name, n, i, c, p, r / 1024, p * 1e6 / n
     }'
+done
+
+# ---- lint: `opt --passes=lint` on graphs with shared, written outputs ----
+# gen_graph --lint: a tenth of all outputs are shared by an Assign and a
+# reader (a third of them unordered, so lint reports them), plus one
+# variable written and read across the whole graph; gen_graph --train: a
+# training step whose weights are read early, read again late and written
+# last (every pair ordered, long-range).  "lint ms" is the pass alone
+# (--time-passes), the wall time and peak RSS are the whole process.
+lint_sizes="${AG_BENCH_LINT_SIZES:-100000 1000000}"
+echo
+echo "== lint (aliasguard opt --passes=lint --time-passes): fastest of $repeat runs =="
+printf "%-22s %10s %10s %10s %9s %10s\n" "input" "nodes" "wall s" "lint ms" "rss MiB" "warnings"
+for mode in lint train; do
+    for n in $lint_sizes; do
+        f="$data/${mode}_$n.agt"
+        if [ ! -s "$f" ] || [ "$gen" -nt "$f" ]; then
+            "$gen" "$n" 1 "--$mode" >"$f.tmp"
+            mv "$f.tmp" "$f"
+        fi
+        best="" best_ms="" best_rss=""
+        for ((k = 0; k < repeat; k++)); do
+            t0=$(date +%s%N)
+            if [ $have_time = 1 ]; then
+                /usr/bin/time -f '%M' -o "$rows.time" "$ag" opt --passes=lint --time-passes --explain "$f" \
+                    -o "$rows.lint" 2>"$rows.err" || true
+                rss=$(tail -n 1 "$rows.time")
+            else
+                "$ag" opt --passes=lint --time-passes --explain "$f" -o "$rows.lint" 2>"$rows.err" || true
+                rss=0
+            fi
+            t1=$(date +%s%N)
+            wall=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.4f", (b - a) / 1e9 }')
+            ms=$(sed -n 's/^time: pass=lint ms=\([0-9.]*\)$/\1/p' "$rows.err")
+            if [ -z "$ms" ]; then
+                echo "bench: lint on $f failed:" >&2
+                cat "$rows.err" >&2
+                break
+            fi
+            if [ -z "$best" ] || awk -v a="$wall" -v b="$best" 'BEGIN { exit !(a < b) }'; then
+                best=$wall best_ms=$ms best_rss=$rss
+            fi
+        done
+        [ -n "$best" ] || continue
+        warns=$(grep -c '^# warning: pass=lint ' "$rows.lint" || true)
+        awk -v name="${mode}_$n" -v n="$n" -v w="$best" -v ms="$best_ms" -v r="$best_rss" -v c="$warns" 'BEGIN {
+            printf "%-22s %10d %10.3f %10.1f %9.1f %10d\n", name, n, w, ms, r / 1024, c
+        }'
+    done
 done

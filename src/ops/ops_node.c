@@ -2,7 +2,7 @@
  * node's own attributes applied on top (the reference system's attribute
  * names, reference notes 2.3), in the orders of IsRefFromInput (2.4) and of
  * the input RW type (3.6).  Queries never fail: absent or malformed
- * attributes are ignored here and reported by lint. */
+ * attributes are ignored here. */
 #include "ops/ops_internal.h"
 
 const ag_op_info *ag_ops_node_info(const ag_ops *ops, const ag_graph *g, ag_node_id n)
