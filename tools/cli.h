@@ -131,6 +131,11 @@ int cli_graph_command(const cli_graph_cmd *cmd, void *state, int argc, char **ar
  * failure and removes a partial file.  Returns the exit code. */
 int cli_write_output(ag_ctx *ctx, const char *output, ag_status (*write)(void *ud, ag_sink sink), void *ud);
 
+/* Prepares a pass run over g: the operator registry (builtin when no --ops
+ * files were given; stored in info->ops) and an empty report.  On failure
+ * prints the error and returns false. */
+bool cli_pass_env(ag_ctx *ctx, ag_graph *g, cli_load_info *info, const char *input, ag_pass_env *env);
+
 /* Monotonic clock in milliseconds, for --stats. */
 double cli_now_ms(void);
 

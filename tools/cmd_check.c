@@ -321,17 +321,11 @@ static int check_run(ag_ctx *ctx, ag_graph *g, cli_load_info *info, const char *
 {
     (void)lo;
     check_state *cs = state;
-    ag_status st = info->ops ? AG_OK : ag_ops_create(ctx, &info->ops);
-    if (st != AG_OK) {
-        cli_err_ctx(ctx, st, "operator registry");
+    ag_pass_env env;
+    if (!cli_pass_env(ctx, g, info, input, &env))
         return CLI_EXIT_USAGE;
-    }
-    ag_report *report = NULL;
-    if ((st = ag_report_create(ctx, &report)) != AG_OK) {
-        cli_err_ctx(ctx, st, input);
-        return CLI_EXIT_USAGE;
-    }
-    ag_pass_env env = {g, info->ops, report};
+    ag_report *report = env.report;
+    ag_status st;
     int rc;
     if ((st = ag_pipeline_run(&env)) != AG_OK) {
         cli_err_ctx(ctx, st, input);

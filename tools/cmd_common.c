@@ -425,3 +425,21 @@ done:
     cli_load_opts_free(&lo);
     return rc;
 }
+
+bool cli_pass_env(ag_ctx *ctx, ag_graph *g, cli_load_info *info, const char *input, ag_pass_env *env)
+{
+    ag_status st = info->ops ? AG_OK : ag_ops_create(ctx, &info->ops);
+    if (st != AG_OK) {
+        cli_err_ctx(ctx, st, "operator registry");
+        return false;
+    }
+    ag_report *report = NULL;
+    if ((st = ag_report_create(ctx, &report)) != AG_OK) {
+        cli_err_ctx(ctx, st, input);
+        return false;
+    }
+    env->g = g;
+    env->ops = info->ops;
+    env->report = report;
+    return true;
+}

@@ -233,17 +233,11 @@ static int opt_run(ag_ctx *ctx, ag_graph *g, cli_load_info *info, const char *in
     opt_state *os = state;
     if (os->passes_arg == NULL)
         return cli_usage_error("opt", "missing --passes=P1,P2,... (see 'aliasguard passes')");
-    ag_status st = info->ops ? AG_OK : ag_ops_create(ctx, &info->ops);
-    if (st != AG_OK) {
-        cli_err_ctx(ctx, st, "operator registry");
+    ag_pass_env env;
+    if (!cli_pass_env(ctx, g, info, input, &env))
         return CLI_EXIT_USAGE;
-    }
-    ag_report *report = NULL;
-    if ((st = ag_report_create(ctx, &report)) != AG_OK) {
-        cli_err_ctx(ctx, st, input);
-        return CLI_EXIT_USAGE;
-    }
-    ag_pass_env env = {g, info->ops, report};
+    ag_report *report = env.report;
+    ag_status st = AG_OK;
     /* lint in a list with other passes is phase "before" until another pass
      * has run and "after" from then on, as in the pipeline; alone it has no
      * phase. */
