@@ -12,6 +12,7 @@
 #   AG_BENCH_CORPUS_TOP  how many of the largest corpus models to run (default 5)
 #   AG_BENCH_LINT_SIZES  node counts of the lint graphs (default "100000 1000000")
 #   AG_CORPUS_DIR        corpus cache (default $HOME/.cache/aliasguard/corpus)
+#   AG_BENCH_ORT         1: also compare with ONNX Runtime's memory pattern (bench/ort.sh)
 set -euo pipefail
 
 if [ $# -ne 1 ]; then
@@ -232,3 +233,10 @@ for mode in lint train; do
         }'
     done
 done
+
+# ---- optional: ONNX Runtime's memory pattern next to `aliasguard plan` ----
+# (AG_BENCH_ORT=1; needs node, and npm plus the registry on first use: bench/ort.sh)
+if [ "${AG_BENCH_ORT:-0}" = 1 ]; then
+    echo
+    "$src/bench/ort.sh" "$build"
+fi
