@@ -240,3 +240,7 @@ if [ "${AG_BENCH_ORT:-0}" = 1 ]; then
     echo
     "$src/bench/ort.sh" "$build"
 fi
+
+# Offset placement (MiniMalloc traces and synthetic traces): bench/place.sh.
+echo
+"$(dirname "$0")/place.sh" "$1"

@@ -25,6 +25,10 @@ static const cli_command commands[] = {
     {"opt", "run named compile passes and print the rewritten graph (--explain: why)", cmd_opt, cmd_opt_help},
     {"check", "run the compile pipeline and report isolations and warnings (exit 1 if any)", cmd_check,
      cmd_check_help},
+    {"place", "place a MiniMalloc CSV buffer trace at byte offsets and compare with the lower bound", cmd_place,
+     cmd_place_help},
+    {"plan", "run the compile pipeline and plan static memory: arenas, offsets, lower bound", cmd_plan,
+     cmd_plan_help},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 

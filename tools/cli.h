@@ -152,6 +152,10 @@ int cmd_opt(int argc, char **argv);
 void cmd_opt_help(FILE *f);
 int cmd_check(int argc, char **argv);
 void cmd_check_help(FILE *f);
+int cmd_place(int argc, char **argv);
+void cmd_place_help(FILE *f);
+int cmd_plan(int argc, char **argv);
+void cmd_plan_help(FILE *f);
 
 /* ---- pass explanations (tools/cmd_opt.c), shared by opt and check ---- */
 

@@ -9,6 +9,7 @@
 
 #include <jansson.h>
 
+#include "aliasguard/plan.h"
 #include "cli.h"
 
 typedef struct check_state {
@@ -92,6 +93,23 @@ static void put_line_text(FILE *f, const char *s)
         else
             fputc(*p, f);
     }
+}
+
+static double plan_ratio(const ag_plan *p)
+{
+    uint64_t lb = ag_plan_lower_bound_bytes(p);
+    return lb ? (double)ag_plan_peak_bytes(p) / (double)lb : 1.0;
+}
+
+/* The memory plan of the checked graph (docs/plan.md), in one line. */
+static void print_plan_text(FILE *f, const ag_plan *p, ag_status plan_st)
+{
+    if (!p) {
+        fprintf(f, "plan: not available (%s)\n", ag_status_str(plan_st));
+        return;
+    }
+    fprintf(f, "plan: peak %llu bytes, lower bound %llu (ratio %.3f)\n", (unsigned long long)ag_plan_peak_bytes(p),
+            (unsigned long long)ag_plan_lower_bound_bytes(p), plan_ratio(p));
 }
 
 static void print_text(FILE *f, const char *input, const ag_report *r, const pass_counts *pc, bool explain)
@@ -276,7 +294,31 @@ typedef struct check_job {
     const ag_graph *g;
     const ag_report *report;
     const check_state *cs;
+    const ag_plan *plan; /* NULL when planning failed (plan_st says why) */
+    ag_status plan_st;
 } check_job;
+
+static json_t *plan_json(const ag_plan *p, ag_status plan_st, bool *ok)
+{
+    json_t *o = json_object();
+    if (!p) {
+        jset(o, "error", jstr(ag_status_str(plan_st)), ok);
+        return o;
+    }
+    jset(o, "peak_bytes", json_integer((json_int_t)ag_plan_peak_bytes(p)), ok);
+    jset(o, "lower_bound_bytes", json_integer((json_int_t)ag_plan_lower_bound_bytes(p)), ok);
+    jset(o, "ratio", json_real(plan_ratio(p)), ok);
+    json_t *arenas = json_array();
+    for (uint32_t k = 0; k < ag_plan_arena_count(p); k++) {
+        json_t *a = json_object();
+        jset(a, "memory_type", jstr(ag_mem_type_name(ag_plan_arena_mem_type(p, k))), ok);
+        jset(a, "size_bytes", json_integer((json_int_t)ag_plan_arena_size(p, k)), ok);
+        jset(a, "lower_bound_bytes", json_integer((json_int_t)ag_plan_arena_lower_bound(p, k)), ok);
+        jpush(arenas, a, ok);
+    }
+    jset(o, "arenas", arenas, ok);
+    return o;
+}
 
 static ag_status write_text(FILE *m, void *ud)
 {
@@ -288,11 +330,15 @@ static ag_status write_text(FILE *m, void *ud)
     ag_status st = AG_OK;
     if (j->cs->json) {
         json_t *root = build_json(j->input, j->g, j->report, pc);
-        if (!root || json_dumpf(root, m, JSON_INDENT(2) | JSON_PRESERVE_ORDER) != 0 || fputc('\n', m) == EOF)
+        bool ok = true;
+        if (root)
+            jset(root, "plan", plan_json(j->plan, j->plan_st, &ok), &ok);
+        if (!root || !ok || json_dumpf(root, m, JSON_INDENT(2) | JSON_PRESERVE_ORDER) != 0 || fputc('\n', m) == EOF)
             st = AG_ENOMEM;
         json_decref(root);
     } else {
         print_text(m, j->input, j->report, pc, j->cs->explain);
+        print_plan_text(m, j->plan, j->plan_st);
     }
     free(pc);
     return st;
@@ -331,10 +377,21 @@ static int check_run(ag_ctx *ctx, ag_graph *g, cli_load_info *info, const char *
         cli_err_ctx(ctx, st, input);
         rc = CLI_EXIT_USAGE;
     } else {
-        check_job j = {input, g, report, cs};
+        /* A graph the planner cannot size (unknown shapes) is still
+         * checked; a plan the checker rejects is a bug: exit 2. */
+        ag_plan *plan = NULL;
+        ag_status pst = ag_plan_build(ctx, g, env.ops, NULL, &plan);
+        if (pst == AG_OK && (st = ag_plan_check(plan)) != AG_OK) {
+            cli_err_ctx(ctx, st, input);
+            ag_plan_destroy(plan);
+            ag_report_destroy(report);
+            return CLI_EXIT_USAGE;
+        }
+        check_job j = {input, g, report, cs, plan, pst};
         rc = cli_write_output(ctx, output, check_write, &j);
         if (rc == CLI_EXIT_OK && ag_report_findings(report) > 0)
             rc = CLI_EXIT_FINDINGS;
+        ag_plan_destroy(plan);
     }
     ag_report_destroy(report);
     return rc;

@@ -17,6 +17,8 @@
 #include "ops.h"
 #include "dot.h"
 #include "passes.h"
+#include "place.h"
+#include "plan.h"
 
 #ifdef __cplusplus
 extern "C" {

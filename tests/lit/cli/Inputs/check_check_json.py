@@ -15,7 +15,7 @@ def keys(obj, want, where):
     assert got == want, "%s: keys %s, expected %s" % (where, got, want)
 
 
-keys(d, ["input", "graph", "isolations", "warnings", "counts"], "top level")
+keys(d, ["input", "graph", "isolations", "warnings", "counts", "plan"], "top level")
 assert isinstance(d["input"], str) and isinstance(d["graph"], str)
 for k, iso in enumerate(d["isolations"]):
     keys(iso, ["pass", "rule", "kind", "graph", "node", "producer", "consumer"], "isolation %d" % k)

@@ -1,0 +1,145 @@
+/* Independent checker of a frozen memory plan (STYLE "Checking", reference
+ * notes 6.9).  It reads only the ag_plan and recomputes every property from
+ * the tensors and buffers, sharing no code with the planner, so a planner
+ * bug shows up as a rejected plan instead of a silent overlap. */
+#include <inttypes.h>
+#include <stdlib.h>
+
+#include "plan/plan_internal.h"
+
+typedef struct chk_iv {
+    uint64_t off, end, first, last;
+    uint32_t buf;
+} chk_iv;
+
+static int chk_cmp_off(const void *a, const void *b)
+{
+    const chk_iv *x = a, *y = b;
+    if (x->off != y->off)
+        return x->off < y->off ? -1 : 1;
+    return x->buf < y->buf ? -1 : x->buf > y->buf;
+}
+
+static uint64_t chk_round(uint64_t v, uint64_t a)
+{
+    return a <= 1 ? v : v + (a - v % a) % a;
+}
+
+static ag_status chk_fail_tensor(const ag_plan *p, uint32_t t, const char *what)
+{
+    return AG_ERR(p->ctx, AG_EVERIFY, "plan check: node '%s' output %u (buffer '%s'): %s",
+                  p->tensor_node_names[t], p->tensors[t].output,
+                  p->tensors[t].buffer == AG_NONE ? "-" : p->buffers[p->tensors[t].buffer].name, what);
+}
+
+ag_status ag_plan_check(const ag_plan *p)
+{
+    ag_ctx *ctx = p->ctx;
+    /* Tensors: the offset, region and memory type of their buffer; user IO
+     * outside the arenas; within the arena and the buffer. */
+    for (uint32_t t = 0; t < p->ntensors; t++) {
+        const ag_plan_tensor *pt = &p->tensors[t];
+        if (pt->buffer == AG_NONE)
+            continue;
+        const ag_plan_buffer *b = &p->buffers[pt->buffer];
+        if (pt->region != b->region || pt->mem_type != b->mem_type)
+            return chk_fail_tensor(p, t, "region or memory type differs from its buffer's");
+        if (b->cgroup == AG_NONE && pt->offset != b->offset)
+            return chk_fail_tensor(p, t, "offset differs from its buffer's");
+        if (p->zero_copy && p->tensor_io[t] && pt->region == AG_REGION_ARENA)
+            return chk_fail_tensor(p, t, "a user input/output placed in an arena");
+        if (pt->size != AG_SIZE_UNKNOWN && pt->size > b->size)
+            return chk_fail_tensor(p, t, "larger than its buffer");
+        if (b->region == AG_REGION_ARENA) {
+            if (b->arena >= p->narenas || p->arenas[b->arena].mem_type != b->mem_type)
+                return chk_fail_tensor(p, t, "in an arena of another memory type");
+            if (pt->offset + b->size > p->arenas[b->arena].size)
+                return chk_fail_tensor(p, t, "beyond the end of its arena");
+            if (p->capacity && p->arenas[b->arena].size > p->capacity)
+                return chk_fail_tensor(p, t, "its arena exceeds the capacity");
+        }
+    }
+    /* Continuous groups: members back to back in operand order; the first
+     * aligned, every member aligned unless no-padding. */
+    for (uint32_t c = 0; c < p->ncgroups; c++) {
+        const ag_plan_cgroup *cg = &p->cgroups[c];
+        for (uint32_t m = 0; m < cg->count; m++) {
+            uint32_t t = p->cmembers[cg->first + m];
+            const ag_plan_tensor *pt = &p->tensors[t];
+            if (pt->region != AG_REGION_ARENA)
+                return chk_fail_tensor(p, t, "continuous operand outside the arena");
+            if ((m == 0 || !cg->nopad) && pt->offset % p->align)
+                return chk_fail_tensor(p, t, "continuous operand not aligned");
+            if (m == 0)
+                continue;
+            uint32_t pv = p->cmembers[cg->first + m - 1];
+            uint64_t psz = p->tensors[pv].size;
+            uint64_t want = p->tensors[pv].offset + (cg->nopad ? psz : chk_round(psz, p->align));
+            if (pt->offset != want)
+                return chk_fail_tensor(p, t, "continuous operand not right after the previous one");
+        }
+    }
+    /* In-place decisions: input and output share bytes. */
+    for (uint32_t k = 0; k < p->ninplace; k++) {
+        uint32_t ti = p->inplace_tensors[k][0], to = p->inplace_tensors[k][1];
+        if (ti == AG_NONE || p->tensors[ti].offset != p->tensors[to].offset ||
+            p->tensors[ti].region != p->tensors[to].region)
+            return chk_fail_tensor(p, to, "in-place output not at its input's offset");
+    }
+    /* Arena buffers: aligned and, when alive at a common step, disjoint.
+     * Sorted by offset, each buffer is compared with those starting before
+     * its end. */
+    uint32_t n = 0;
+    for (uint32_t b = 0; b < p->nbuffers; b++)
+        n += p->buffers[b].region == AG_REGION_ARENA;
+    chk_iv *iv = ag_calloc(ctx, AG_PLAN_NZ(n), sizeof *iv);
+    if (!iv)
+        return AG_OOM(ctx);
+    ag_status rc = AG_OK;
+    for (uint32_t a = 0; a < p->narenas && rc == AG_OK; a++) {
+        uint32_t m = 0;
+        for (uint32_t b = 0; b < p->nbuffers; b++) {
+            const ag_plan_buffer *pb = &p->buffers[b];
+            if (pb->region != AG_REGION_ARENA || pb->arena != a || pb->size == 0)
+                continue;
+            if (pb->cgroup == AG_NONE && pb->offset % p->align) {
+                rc = AG_ERR(ctx, AG_EVERIFY, "plan check: buffer '%s' offset %" PRIu64 " not a multiple of %" PRIu64,
+                            pb->name, pb->offset, p->align);
+                break;
+            }
+            iv[m++] = (chk_iv){pb->offset, pb->offset + pb->size, pb->first, pb->last, b};
+        }
+        if (rc != AG_OK)
+            break;
+        qsort(iv, m, sizeof *iv, chk_cmp_off);
+        for (uint32_t i = 0; i < m && rc == AG_OK; i++)
+            for (uint32_t j = i + 1; j < m && iv[j].off < iv[i].end; j++) {
+                /* Members of one no-padding group form one block: an operand
+                 * whose buffer is the whole concatenation (output reuse)
+                 * holds the later operands; the group's own checks above
+                 * keep them in order. */
+                uint32_t gi = p->buffers[iv[i].buf].cgroup, gj = p->buffers[iv[j].buf].cgroup;
+                if (gi != AG_NONE && gi == gj && p->cgroups[gi].nopad)
+                    continue;
+                if (iv[i].first <= iv[j].last && iv[j].first <= iv[i].last) {
+                    rc = AG_ERR(ctx, AG_EVERIFY,
+                                "plan check: buffers '%s' [%" PRIu64 ", %" PRIu64 ") and '%s' [%" PRIu64 ", %" PRIu64
+                                ") overlap in %s arena while both alive (steps %" PRIu64 "-%" PRIu64 " and %" PRIu64
+                                "-%" PRIu64 ")",
+                                p->buffers[iv[i].buf].name, iv[i].off, iv[i].end, p->buffers[iv[j].buf].name,
+                                iv[j].off, iv[j].end, ag_mem_type_name(p->arenas[a].mem_type), iv[i].first,
+                                iv[i].last, iv[j].first, iv[j].last);
+                    break;
+                }
+            }
+        for (uint32_t i = 0; i < m && rc == AG_OK; i++)
+            if (iv[i].end > p->arenas[a].size)
+                rc = AG_ERR(ctx, AG_EVERIFY, "plan check: buffer '%s' ends beyond its arena (%" PRIu64 " > %" PRIu64 ")",
+                            p->buffers[iv[i].buf].name, iv[i].end, p->arenas[a].size);
+        if (rc == AG_OK && p->arenas[a].size < p->arenas[a].lower_bound)
+            rc = AG_ERR(ctx, AG_EVERIFY, "plan check: %s arena smaller than its lower bound",
+                        ag_mem_type_name(p->arenas[a].mem_type));
+    }
+    ag_free(ctx, iv, AG_PLAN_NZ(n) * sizeof *iv);
+    return rc;
+}
