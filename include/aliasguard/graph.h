@@ -212,6 +212,10 @@ ag_status ag_graph_remove_node(ag_graph *g, ag_node_id n);
  * subgraph 0 first.  out must hold ag_graph_node_count() ids.  AG_ECYCLE
  * names a node on the cycle. */
 ag_status ag_graph_topo_order(const ag_graph *g, ag_node_id *out, uint32_t *count);
+/* Topological order of the live nodes of subgraph s alone (the order
+ * ag_graph_topo_order gives them, without the nodes of nested subgraphs);
+ * out must hold ag_sub_node_count(s) ids.  Costs what the subgraph costs. */
+ag_status ag_sub_topo_order(const ag_graph *g, ag_sub_id s, ag_node_id *out, uint32_t *count);
 /* Full structural check: edge symmetry, index ranges, owner consistency,
  * unique names, subgraph parents, _parent_node_index ranges, acyclicity.
  * The message names the node and anchor. */

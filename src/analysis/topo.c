@@ -269,3 +269,25 @@ ag_status ag_graph_topo_order(const ag_graph *g, ag_node_id *out, uint32_t *coun
         return AG_ERR(g->ctx, AG_EINVAL, "topological order: output buffer is NULL");
     return ag__topo_order(g, out, count, false);
 }
+
+ag_status ag_sub_topo_order(const ag_graph *g, ag_sub_id s, ag_node_id *out, uint32_t *count)
+{
+    *count = 0;
+    if (!ag_sub_alive(g, s))
+        return AG_ERR(g->ctx, AG_EINVAL, "topological order: subgraph id %u is not a live subgraph", (unsigned)s);
+    ag_ctx *ctx = g->ctx;
+    size_t ncap = g->nodes.len ? g->nodes.len : 1, nsub = AG_SUB(g, s)->count ? AG_SUB(g, s)->count : 1;
+    topo_state t = {.g = g};
+    /* pos and indeg are indexed by node id but only the subgraph's entries
+     * are touched, so the cost is that of the subgraph. */
+    t.pos = ag_alloc(ctx, ncap * sizeof *t.pos);
+    t.indeg = ag_alloc(ctx, ncap * sizeof *t.indeg);
+    t.heap = ag_alloc(ctx, nsub * sizeof *t.heap);
+    ag_status st = t.pos && t.indeg && t.heap ? sort_sub(&t, s, out) : AG_OOM(ctx);
+    if (st == AG_OK)
+        *count = AG_SUB(g, s)->count;
+    ag_free(ctx, t.pos, ncap * sizeof *t.pos);
+    ag_free(ctx, t.indeg, ncap * sizeof *t.indeg);
+    ag_free(ctx, t.heap, nsub * sizeof *t.heap);
+    return st;
+}

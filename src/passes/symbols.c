@@ -32,6 +32,7 @@ struct ag_symtab {
     uint32_t *out_base;
     uint32_t *in_cnt;
     uint32_t *out_cnt;
+    size_t base_cap;   /* entries of the four arrays above when heap-allocated (one-subgraph tables) */
     uint32_t *in_sym;  /* per flat slot: symbol id or AG_NONE */
     uint32_t *out_sym;
     uint32_t nin, nout; /* flat slots */
@@ -93,6 +94,10 @@ bool ag_lanchor_eq(const ag_lanchor *a, const ag_lanchor *b)
 static uint32_t *slot_of(const ag_symtab *t, const ag_lanchor *a)
 {
     if (a->node >= t->cap)
+        return NULL;
+    /* A one-subgraph table fills its per-node arrays for that subgraph's
+     * nodes only (build), so any other node is outside it. */
+    if (!t->nested && (!ag_node_alive(t->g, a->node) || ag_node_owner(t->g, a->node) != t->top))
         return NULL;
     if (a->is_input) {
         if (t->in_base[a->node] == AG_NONE || a->index >= t->in_cnt[a->node])
@@ -488,19 +493,34 @@ static ag_status scope_of(ag_symtab *t, bool **out)
 static ag_status build(ag_symtab *t)
 {
     const ag_graph *g = t->g;
-    bool *in_scope = NULL;
-    AG_TRY(scope_of(t, &in_scope));
+    bool *in_scope = NULL; /* nested tables only: a one-subgraph table walks its own nodes */
+    if (t->nested)
+        AG_TRY(scope_of(t, &in_scope));
     size_t cap = (size_t)t->cap + 1;
-    t->in_base = ag_arena_alloc(&t->arena, cap * sizeof(uint32_t));
-    t->out_base = ag_arena_alloc(&t->arena, cap * sizeof(uint32_t));
-    t->in_cnt = ag_arena_alloc(&t->arena, cap * sizeof(uint32_t));
-    t->out_cnt = ag_arena_alloc(&t->arena, cap * sizeof(uint32_t));
+    if (t->nested) {
+        t->in_base = ag_arena_alloc(&t->arena, cap * sizeof(uint32_t));
+        t->out_base = ag_arena_alloc(&t->arena, cap * sizeof(uint32_t));
+        t->in_cnt = ag_arena_alloc(&t->arena, cap * sizeof(uint32_t));
+        t->out_cnt = ag_arena_alloc(&t->arena, cap * sizeof(uint32_t));
+    } else {
+        /* A table of one subgraph (the control-flow pre-pass makes one per
+         * branch) must cost what the subgraph costs: the arrays stay
+         * uninitialised and only the subgraph's nodes are filled; slot_of
+         * rejects every other node by its owner. */
+        t->base_cap = cap;
+        t->in_base = ag_alloc(t->ctx, cap * sizeof(uint32_t));
+        t->out_base = ag_alloc(t->ctx, cap * sizeof(uint32_t));
+        t->in_cnt = ag_alloc(t->ctx, cap * sizeof(uint32_t));
+        t->out_cnt = ag_alloc(t->ctx, cap * sizeof(uint32_t));
+    }
     if (!t->in_base || !t->out_base || !t->in_cnt || !t->out_cnt)
         return AG_OOM(t->ctx);
     uint64_t nin = 0, nout = 0;
-    for (ag_node_id n = 0; n < t->cap; n++) {
+    uint32_t nscan = t->nested ? t->cap : ag_sub_node_count(g, t->top);
+    for (uint32_t k = 0; k < nscan; k++) {
+        ag_node_id n = t->nested ? k : ag_sub_node_at(g, t->top, k);
         t->in_base[n] = t->out_base[n] = AG_NONE;
-        if (!ag_node_alive(g, n) || !in_scope[ag_node_owner(g, n)])
+        if (!ag_node_alive(g, n) || (in_scope && !in_scope[ag_node_owner(g, n)]))
             continue;
         t->in_base[n] = (uint32_t)nin;
         t->out_base[n] = (uint32_t)nout;
@@ -520,11 +540,14 @@ static ag_status build(ag_symtab *t)
     memset(t->in_sym, 0xff, (size_t)nin * sizeof(uint32_t));
     memset(t->out_sym, 0xff, (size_t)nout * sizeof(uint32_t));
 
-    uint32_t total = ag_graph_node_count(g), count = 0;
+    /* A table of one subgraph alone needs only that subgraph's order: the
+     * control-flow pre-pass builds one per branch, and sorting the whole
+     * graph each time would make it quadratic. */
+    uint32_t total = t->nested ? ag_graph_node_count(g) : ag_sub_node_count(g, t->top), count = 0;
     ag_node_id *order = ag_calloc(t->ctx, (size_t)total + 1, sizeof *order);
     if (order == NULL)
         return AG_OOM(t->ctx);
-    ag_status st = ag_graph_topo_order(g, order, &count);
+    ag_status st = t->nested ? ag_graph_topo_order(g, order, &count) : ag_sub_topo_order(g, t->top, order, &count);
     for (uint32_t k = 0; st == AG_OK && k < count; k++) {
         ag_node_id n = order[k];
         if (n >= t->cap || t->in_base[n] == AG_NONE)
@@ -570,6 +593,12 @@ void ag_symtab_destroy(ag_symtab *t)
     for (uint32_t s = 0; s < t->syms.len; s++)
         ag_vec_free(t->ctx, &sym_at(t, s)->anchors, sizeof(ag_lanchor));
     ag_vec_free(t->ctx, &t->syms, sizeof(sym_rec));
+    if (t->base_cap) {
+        ag_free(t->ctx, t->in_base, t->base_cap * sizeof(uint32_t));
+        ag_free(t->ctx, t->out_base, t->base_cap * sizeof(uint32_t));
+        ag_free(t->ctx, t->in_cnt, t->base_cap * sizeof(uint32_t));
+        ag_free(t->ctx, t->out_cnt, t->base_cap * sizeof(uint32_t));
+    }
     ag_arena_reset(&t->arena);
     ag_free(t->ctx, t, sizeof *t);
 }

@@ -85,6 +85,24 @@ static void test_order_subgraphs(void **state)
     static const char *const want[] = {"x", "if", "t1", "t2", "loop", "b1", "e2", "y"};
     expect_order(g, want, 8);
     assert_int_equal(ag_graph_verify(g), AG_OK);
+    /* One subgraph alone: the same relative order, without nested nodes. */
+    ag_node_id sub_order[8];
+    uint32_t cnt = 99;
+    assert_int_equal(ag_sub_topo_order(g, AG_ROOT, sub_order, &cnt), AG_OK);
+    assert_int_equal(cnt, 3);
+    assert_string_equal(ag_node_name(g, sub_order[0]), "x");
+    assert_string_equal(ag_node_name(g, sub_order[1]), "if");
+    assert_string_equal(ag_node_name(g, sub_order[2]), "y");
+    assert_int_equal(ag_sub_topo_order(g, th, sub_order, &cnt), AG_OK);
+    assert_int_equal(cnt, 2);
+    assert_string_equal(ag_node_name(g, sub_order[0]), "t1");
+    assert_string_equal(ag_node_name(g, sub_order[1]), "t2");
+    assert_int_equal(ag_sub_topo_order(g, el, sub_order, &cnt), AG_OK);
+    assert_int_equal(cnt, 2);
+    assert_string_equal(ag_node_name(g, sub_order[0]), "loop");
+    assert_string_equal(ag_node_name(g, sub_order[1]), "e2");
+    assert_int_equal(ag_sub_topo_order(g, 99, sub_order, &cnt), AG_EINVAL);
+    assert_int_equal(cnt, 0);
     ag_graph_destroy(g);
     ag_ctx_destroy(ctx);
 }
