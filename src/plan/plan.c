@@ -348,18 +348,42 @@ static ag_status freeze(ag_plan_build_state *st, ag_plan *p)
         p->inplace_tensors[k][1] = first_tensor[d->node] + d->output;
     }
     /* output_reuse_input_mem_indexes: root output k whose buffer is root
-     * input j's (the output is written in place into the caller's input). */
+     * input j's (the output is written in place into the caller's input).
+     * The root inputs are collected once, with their index and buffer, so
+     * the pairs cost outputs x inputs, not outputs x nodes. */
     ag_node_id netout = AG_NONE;
-    for (uint32_t k = 0; k < ag_sub_node_count(g, AG_ROOT); k++) {
+    uint32_t nroot = ag_sub_node_count(g, AG_ROOT), ndata = 0;
+    for (uint32_t k = 0; k < nroot; k++) {
         ag_node_id n = ag_sub_node_at(g, AG_ROOT, k);
-        if (ag_ops_node_kind(st->env.ops, g, n) == AG_OPK_NETOUTPUT)
+        ag_op_kind kd = ag_ops_node_kind(st->env.ops, g, n);
+        if (kd == AG_OPK_NETOUTPUT)
             netout = n;
+        else if (ag_op_kind_is_data_like(kd))
+            ndata++;
     }
-    if (netout != AG_NONE) {
+    if (netout != AG_NONE && ndata > 0) {
+        uint32_t (*datas)[2] = ag_calloc(ctx, ndata, sizeof *datas); /* {input index, buffer root} */
+        if (!datas) {
+            rc = AG_OOM(ctx);
+            goto out;
+        }
+        uint32_t di = 0;
+        for (uint32_t k = 0; k < nroot; k++) {
+            ag_node_id n = ag_sub_node_at(g, AG_ROOT, k);
+            if (!ag_op_kind_is_data_like(ag_ops_node_kind(st->env.ops, g, n)))
+                continue;
+            int64_t idx;
+            datas[di][0] = ag_attrs_get_int(ag_node_attrs_c(g, n), "index", &idx) && idx >= 0 ? (uint32_t)idx : di;
+            ag_lanchor d = {n, 0, false};
+            uint32_t sd = ag_symtab_symbol_of(st->syms, &d);
+            datas[di][1] = sd == AG_NONE ? AG_NONE : ag_plan_sym_root(st, sd);
+            di++;
+        }
         uint32_t nin = ag_node_num_inputs(g, netout);
-        p->reuse_cap = nin * ag_sub_node_count(g, AG_ROOT);
+        p->reuse_cap = nin * ndata;
         p->reuse = ag_calloc(ctx, AG_PLAN_NZ(p->reuse_cap), sizeof *p->reuse);
         if (!p->reuse) {
+            ag_free(ctx, datas, (size_t)ndata * sizeof *datas);
             rc = AG_OOM(ctx);
             goto out;
         }
@@ -369,25 +393,14 @@ static ag_status freeze(ag_plan_build_state *st, ag_plan *p)
             if (so == AG_NONE)
                 continue;
             so = ag_plan_sym_root(st, so);
-            uint32_t di = 0;
-            for (uint32_t k = 0; k < ag_sub_node_count(g, AG_ROOT); k++) {
-                ag_node_id n = ag_sub_node_at(g, AG_ROOT, k);
-                if (!ag_op_kind_is_data_like(ag_ops_node_kind(st->env.ops, g, n)))
-                    continue;
-                int64_t idx;
-                uint32_t in_idx = ag_attrs_get_int(ag_node_attrs_c(g, n), "index", &idx) && idx >= 0
-                                      ? (uint32_t)idx
-                                      : di;
-                di++;
-                ag_lanchor d = {n, 0, false};
-                uint32_t sd = ag_symtab_symbol_of(st->syms, &d);
-                if (sd != AG_NONE && ag_plan_sym_root(st, sd) == so) {
+            for (uint32_t k = 0; k < ndata; k++)
+                if (datas[k][1] == so) {
                     p->reuse[p->nreuse][0] = i;
-                    p->reuse[p->nreuse][1] = in_idx;
+                    p->reuse[p->nreuse][1] = datas[k][0];
                     p->nreuse++;
                 }
-            }
         }
+        ag_free(ctx, datas, (size_t)ndata * sizeof *datas);
     }
     rc = AG_OK;
 out:

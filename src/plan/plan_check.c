@@ -5,6 +5,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 
+#include "aliasguard/place.h"
 #include "plan/plan_internal.h"
 
 typedef struct chk_iv {
@@ -30,6 +31,53 @@ static ag_status chk_fail_tensor(const ag_plan *p, uint32_t t, const char *what)
     return AG_ERR(p->ctx, AG_EVERIFY, "plan check: node '%s' output %u (buffer '%s'): %s",
                   p->tensor_node_names[t], p->tensors[t].output,
                   p->tensors[t].buffer == AG_NONE ? "-" : p->buffers[p->tensors[t].buffer].name, what);
+}
+
+/* Sets *clean when no two buffers of iv (one arena) alive at a common step
+ * share a byte; members of one no-padding group are merged into one block
+ * first.  Uses the placement checker's sweep. */
+static ag_status chk_disjoint(ag_ctx *ctx, const ag_plan *p, const chk_iv *iv, uint32_t m, bool *clean)
+{
+    *clean = false;
+    ag_buf *bufs = ag_calloc(ctx, AG_PLAN_NZ(m), sizeof *bufs);
+    uint32_t *gslot = ag_alloc(ctx, AG_PLAN_NZ(p->ncgroups) * sizeof *gslot);
+    if (!bufs || !gslot) {
+        ag_free(ctx, bufs, AG_PLAN_NZ(m) * sizeof *bufs);
+        ag_free(ctx, gslot, AG_PLAN_NZ(p->ncgroups) * sizeof *gslot);
+        return AG_OOM(ctx);
+    }
+    for (uint32_t g = 0; g < p->ncgroups; g++)
+        gslot[g] = AG_NONE;
+    uint32_t nb = 0;
+    for (uint32_t i = 0; i < m; i++) {
+        uint32_t g = p->buffers[iv[i].buf].cgroup;
+        bool merge = g != AG_NONE && p->cgroups[g].nopad;
+        if (merge && gslot[g] != AG_NONE) {
+            ag_buf *b = &bufs[gslot[g]];
+            uint64_t end = b->offset + b->size;
+            if (iv[i].off < b->offset)
+                b->offset = iv[i].off;
+            if (iv[i].end > end)
+                end = iv[i].end;
+            b->size = end - b->offset;
+            if (iv[i].first < b->lower)
+                b->lower = iv[i].first;
+            if (iv[i].last + 1 > b->upper)
+                b->upper = iv[i].last + 1;
+            continue;
+        }
+        if (merge)
+            gslot[g] = nb;
+        bufs[nb++] = (ag_buf){iv[i].first, iv[i].last + 1, iv[i].end - iv[i].off, iv[i].off};
+    }
+    ag_status st = ag_place_check(ctx, bufs, nb, 1, 0);
+    if (st == AG_OK)
+        *clean = true;
+    else if (st == AG_EVERIFY)
+        st = AG_OK; /* the caller names the pair */
+    ag_free(ctx, bufs, AG_PLAN_NZ(m) * sizeof *bufs);
+    ag_free(ctx, gslot, AG_PLAN_NZ(p->ncgroups) * sizeof *gslot);
+    return st;
 }
 
 ag_status ag_plan_check(const ag_plan *p)
@@ -111,6 +159,23 @@ ag_status ag_plan_check(const ag_plan *p)
         }
         if (rc != AG_OK)
             break;
+        /* Disjointness first by a sweep over time (ag_place_check, the
+         * placement checker, which shares no code with the planner either):
+         * O(m log m).  The members of one no-padding group count as one block.
+         * Only when it finds an overlap does the pairwise scan below run, to
+         * name the two buffers. */
+        bool clean = false;
+        rc = chk_disjoint(ctx, p, iv, m, &clean);
+        if (rc != AG_OK || clean) {
+            for (uint32_t i = 0; i < m && rc == AG_OK; i++)
+                if (iv[i].end > p->arenas[a].size)
+                    rc = AG_ERR(ctx, AG_EVERIFY, "plan check: buffer '%s' ends beyond its arena (%" PRIu64 " > %" PRIu64 ")",
+                                p->buffers[iv[i].buf].name, iv[i].end, p->arenas[a].size);
+            if (rc == AG_OK && p->arenas[a].size < p->arenas[a].lower_bound)
+                rc = AG_ERR(ctx, AG_EVERIFY, "plan check: %s arena smaller than its lower bound",
+                            ag_mem_type_name(p->arenas[a].mem_type));
+            continue;
+        }
         qsort(iv, m, sizeof *iv, chk_cmp_off);
         for (uint32_t i = 0; i < m && rc == AG_OK; i++)
             for (uint32_t j = i + 1; j < m && iv[j].off < iv[i].end; j++) {
