@@ -143,11 +143,12 @@ awk 'BEGIN {
     printf "%-22s %10d %8.3f %9.1f %8.2f %10s %10s %8.2f\n", $1, $2, $3, $4 / 1024, us, $5, $6, li
 }' "$rows"
 
-# ---- compile pipeline: `check` minus `info` on graphs with conflicts ----
+# ---- compile pipeline: `opt --passes=all` minus `info` on graphs with conflicts ----
 # gen_graph --conflicts adds an in-place collective on a shared activation
 # every 5 blocks and a While whose body holds an If (two levels of
-# subgraphs) every 50; the difference of the fastest `check` and the fastest
-# `info` runs is the time of the pass pipeline itself.
+# subgraphs) every 50; the difference of the fastest `opt --passes=all` and
+# the fastest `info` runs is the time of the pass pipeline itself (`check`
+# also plans memory, which is measured apart: bench/place.sh, docs/plan.md).
 fastest() { # command...: prints "wall_s rss_kib" of the fastest of $repeat runs
     local best="" k t0 t1 wall rss
     for ((k = 0; k < repeat; k++)); do
@@ -169,8 +170,8 @@ fastest() { # command...: prints "wall_s rss_kib" of the fastest of $repeat runs
     echo "$best"
 }
 echo
-echo "== compile pipeline (aliasguard check on gen_graph --conflicts): fastest of $repeat runs =="
-printf "%-22s %10s %10s %10s %12s %9s %10s\n" "input" "nodes" "info s" "check s" "pipeline s" "rss MiB" "us/node"
+echo "== compile pipeline (aliasguard opt --passes=all on gen_graph --conflicts): fastest of $repeat runs =="
+printf "%-22s %10s %10s %10s %12s %9s %10s\n" "input" "nodes" "info s" "opt s" "pipeline s" "rss MiB" "us/node"
 for n in $sizes; do
     f="$data/conflicts_$n.agt"
     if [ ! -s "$f" ] || [ "$gen" -nt "$f" ]; then
@@ -178,7 +179,7 @@ for n in $sizes; do
         mv "$f.tmp" "$f"
     fi
     read -r info_s _ < <(fastest "$ag" info --limit 1 "$f")
-    read -r check_s check_rss < <(fastest "$ag" check "$f")
+    read -r check_s check_rss < <(fastest "$ag" opt --passes=all "$f" -o /dev/null)
     awk -v name="conflicts_$n" -v n="$n" -v i="$info_s" -v c="$check_s" -v r="$check_rss" 'BEGIN {
         p = c - i
         printf "%-22s %10d %10.3f %10.3f %12.3f %9.1f %10.2f\n", name, n, i, c, p, r / 1024, p * 1e6 / n
