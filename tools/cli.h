@@ -131,6 +131,11 @@ int cli_graph_command(const cli_graph_cmd *cmd, void *state, int argc, char **ar
  * failure and removes a partial file.  Returns the exit code. */
 int cli_write_output(ag_ctx *ctx, const char *output, ag_status (*write)(void *ud, ag_sink sink), void *ud);
 
+/* Runs fmt on an in-memory stream and hands what it printed to sink in one
+ * piece, so that text formatted with stdio meets the sink's error handling
+ * like every other output.  AG_ENOMEM when the stream cannot be made. */
+ag_status cli_sink_formatted(ag_sink sink, ag_status (*fmt)(FILE *m, const void *ud), const void *ud);
+
 /* Prepares a pass run over g: the operator registry (builtin when no --ops
  * files were given; stored in info->ops) and an empty report.  On failure
  * prints the error and returns false. */

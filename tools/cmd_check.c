@@ -2,7 +2,6 @@
  * what it had to change (isolations) and what it warns about, as text or as
  * one JSON object (schema: docs/cli.md and README "check --json schema").
  * The exit status says whether the graph needed anything: 0 no, 1 yes. */
-#define _POSIX_C_SOURCE 200809L /* open_memstream */
 
 #include <stdlib.h>
 #include <string.h>
@@ -320,7 +319,7 @@ static json_t *plan_json(const ag_plan *p, ag_status plan_st, bool *ok)
     return o;
 }
 
-static ag_status write_text(FILE *m, void *ud)
+static ag_status write_text(FILE *m, const void *ud)
 {
     const check_job *j = ud;
     pass_counts *pc = calloc(ag_pass_count(), sizeof *pc);
@@ -348,18 +347,7 @@ static ag_status write_text(FILE *m, void *ud)
  * so write errors are reported the same way for text and JSON. */
 static ag_status check_write(void *ud, ag_sink sink)
 {
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *m = open_memstream(&buf, &len);
-    if (!m)
-        return AG_ENOMEM;
-    ag_status st = write_text(m, ud);
-    if (fclose(m) != 0 && st == AG_OK)
-        st = AG_ENOMEM;
-    if (st == AG_OK && len)
-        st = sink.write(sink.ud, buf, len);
-    free(buf);
-    return st;
+    return cli_sink_formatted(sink, write_text, ud);
 }
 
 static int check_run(ag_ctx *ctx, ag_graph *g, cli_load_info *info, const char *input, const char *output,

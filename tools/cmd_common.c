@@ -443,3 +443,19 @@ bool cli_pass_env(ag_ctx *ctx, ag_graph *g, cli_load_info *info, const char *inp
     env->report = report;
     return true;
 }
+
+ag_status cli_sink_formatted(ag_sink sink, ag_status (*fmt)(FILE *m, const void *ud), const void *ud)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    if (!m)
+        return AG_ENOMEM;
+    ag_status st = fmt(m, ud);
+    if (fclose(m) != 0 && st == AG_OK)
+        st = AG_ENOMEM;
+    if (st == AG_OK && len)
+        st = sink.write(sink.ud, buf, len);
+    free(buf);
+    return st;
+}

@@ -3,7 +3,6 @@
  * change a pass made (the pass, the rule, the anchors it separates), so one
  * file shows both why and what.  Also holds the line format of those
  * explanations, shared with `check`. */
-#define _POSIX_C_SOURCE 200809L /* open_memstream */
 
 #include <stdarg.h>
 #include <stdlib.h>
@@ -202,24 +201,23 @@ typedef struct opt_job {
     const opt_state *os;
 } opt_job;
 
+static ag_status write_explanation(FILE *m, const void *ud)
+{
+    const ag_report *r = ud;
+    for (uint32_t k = 0; k < ag_report_isolation_count(r); k++)
+        cli_print_isolation(m, "# ", ag_report_isolation_at(r, k));
+    for (uint32_t k = 0; k < ag_report_warning_count(r); k++)
+        cli_print_warning(m, "# ", ag_report_warning_at(r, k));
+    return AG_OK;
+}
+
 /* The explanation goes through a memory stream first so that it reaches the
  * sink (and its error handling) like the graph text. */
 static ag_status opt_write(void *ud, ag_sink sink)
 {
     const opt_job *j = ud;
     if (j->os->explain) {
-        char *buf = NULL;
-        size_t len = 0;
-        FILE *m = open_memstream(&buf, &len);
-        if (!m)
-            return AG_ENOMEM;
-        for (uint32_t k = 0; k < ag_report_isolation_count(j->report); k++)
-            cli_print_isolation(m, "# ", ag_report_isolation_at(j->report, k));
-        for (uint32_t k = 0; k < ag_report_warning_count(j->report); k++)
-            cli_print_warning(m, "# ", ag_report_warning_at(j->report, k));
-        bool ok = fclose(m) == 0;
-        ag_status st = ok ? (len ? sink.write(sink.ud, buf, len) : AG_OK) : AG_ENOMEM;
-        free(buf);
+        ag_status st = cli_sink_formatted(sink, write_explanation, j->report);
         if (st != AG_OK)
             return st;
     }
