@@ -2,6 +2,7 @@
  * of the result (docs/plan.md): per arena size, lower bound and ratio, or
  * the whole plan as JSON; optionally the placement problem as MiniMalloc
  * CSV.  Every plan passes the independent checker before it is printed. */
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,8 +22,9 @@ void cmd_plan_help(FILE *f)
           "Reads INPUT, runs the compile pipeline ('aliasguard check') and plans its\n"
           "static memory: every tensor gets a region (one arena per memory type, user\n"
           "input, user output, constant) and an offset.  Prints per arena its size,\n"
-          "the lower bound (largest total alive at one step) and their ratio.  The\n"
-          "plan is checked independently before it is printed.\n"
+          "the lower bound (largest total alive at one step) and their ratio, then\n"
+          "the in-place candidates the layout engine refused and notes on what the\n"
+          "plan left undone.  The plan is checked independently before it is printed.\n"
           "\n"
           "Exit status: 0 success, 2 on a usage or input error (a tensor of unknown\n"
           "size, a plan the checker rejects).\n"
@@ -103,6 +105,32 @@ static double ratio(uint64_t size, uint64_t lb)
     return lb ? (double)size / (double)lb : 1.0;
 }
 
+/* One formatted line of any length. */
+static ag_status put_line(ag_sink sink, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+static ag_status put_line(ag_sink sink, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return AG_EINVAL;
+    char *buf = malloc((size_t)n + 1);
+    if (!buf)
+        return AG_ENOMEM;
+    va_start(ap, fmt);
+    vsnprintf(buf, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    ag_status st = sink.write(sink.ud, buf, (size_t)n);
+    free(buf);
+    return st;
+}
+
 static ag_status plan_write(void *ud, ag_sink sink)
 {
     const plan_job *j = ud;
@@ -133,6 +161,13 @@ static ag_status plan_write(void *ud, ag_sink sink)
                          per[AG_REGION_USER_OUTPUT], per[AG_REGION_CONST], ag_plan_inplace_count(p));
         st = sink.write(sink.ud, line, (size_t)n);
     }
+    for (uint32_t k = 0; k < ag_plan_inplace_refused_count(p) && st == AG_OK; k++) {
+        const ag_plan_inplace_rec *r = ag_plan_inplace_refused_at(p, k);
+        st = put_line(sink, "in-place refused: node '%s' output %u over input %u: %s\n", r->node, r->output,
+                      r->input, r->reason);
+    }
+    for (uint32_t k = 0; k < ag_plan_note_count(p) && st == AG_OK; k++)
+        st = put_line(sink, "note: %s\n", ag_plan_note_at(p, k));
     return st;
 }
 

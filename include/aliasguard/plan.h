@@ -67,7 +67,8 @@ typedef struct ag_plan_tensor {
     uint32_t buffer;      /* buffer index (ag_plan_buffer_*) */
     ag_plan_region region;
     ag_mem_type mem_type;
-    uint64_t offset;      /* in the region (user regions: 0) */
+    uint64_t offset;      /* in the region (user regions: from the buffer's start); a
+                           * slice of a block (PhonySplit) lies inside its buffer */
     uint64_t size;        /* bytes of this tensor */
 } ag_plan_tensor;
 uint32_t ag_plan_tensor_count(const ag_plan *p);
@@ -92,6 +93,16 @@ typedef struct ag_plan_inplace_rec {
 } ag_plan_inplace_rec;
 uint32_t ag_plan_inplace_count(const ag_plan *p);
 const ag_plan_inplace_rec *ag_plan_inplace_at(const ag_plan *p, uint32_t k);
+/* Candidates that passed every other in-place step but whose merged buffer
+ * would carry a layout conflict; reason names the rule and the pair of
+ * anchors that found it. */
+uint32_t ag_plan_inplace_refused_count(const ag_plan *p);
+const ag_plan_inplace_rec *ag_plan_inplace_refused_at(const ag_plan *p, uint32_t k);
+
+/* ---- notes: what the plan could have done but did not (atomic outputs
+ * left apart), one sentence each naming the node and output ---- */
+uint32_t ag_plan_note_count(const ag_plan *p);
+const char *ag_plan_note_at(const ag_plan *p, uint32_t k);
 
 /* Writes the plan as JSON (docs/plan.md). */
 ag_status ag_plan_write_json(const ag_plan *p, ag_sink sink);
@@ -99,10 +110,11 @@ ag_status ag_plan_write_json(const ag_plan *p, ag_sink sink);
 ag_status ag_plan_write_csv(const ag_plan *p, uint32_t k, ag_sink sink);
 
 /* Independent checker (shares no code with the planner): tensors of one
- * buffer share its offset, time-overlapping buffers of an arena are
- * disjoint, offsets aligned, continuous groups laid out in operand order,
- * user IO outside arenas, everything within the arena.  AG_EVERIFY naming
- * the two tensors on failure. */
+ * buffer share its offset (a view its viewed tensor's), the slices of a
+ * block lie back to back inside it, time-overlapping buffers of an arena
+ * are disjoint, offsets aligned, continuous groups laid out in operand
+ * order, user IO outside arenas, everything within the arena.  AG_EVERIFY
+ * naming the two tensors on failure. */
 ag_status ag_plan_check(const ag_plan *p);
 
 #ifdef __cplusplus

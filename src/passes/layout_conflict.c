@@ -86,6 +86,16 @@ struct ag_layout_engine {
     bool visited[AG_LA_COUNT_][AG_LA_COUNT_];
     uint32_t *cls_of_mask; /* NCLS_MAP entries, AG_NONE between symbols */
     uint32_t counter;      /* suffix of identity names */
+    /* A hypothetical merge (ag_layout_merge_check): the symbols taken as one
+     * and their anchors in list order; nusyms == 0 outside such a query. */
+    const uint32_t *usyms;
+    uint32_t nusyms;
+    ag_lanchor *uanchors;
+    uint32_t nuanchors;
+    bool query;          /* detection only: stop at the first conflict */
+    bool qfound;         /* the pair below found it */
+    ag_lanchor qa, qb;
+    unsigned qx, qy;     /* their attributes in the row that fired */
 };
 
 /* ---- queries for checkers ---- */
@@ -120,12 +130,28 @@ ag_mem_type ag_layout_mem_type(const ag_layout_ctx *lc, const ag_lanchor *a)
 
 uint32_t ag_layout_sym_size(const ag_layout_ctx *lc)
 {
+    if (lc->eng->nusyms)
+        return lc->eng->nuanchors;
     return ag_symtab_size(lc->symtab, lc->sym);
 }
 
 const ag_lanchor *ag_layout_sym_anchor(const ag_layout_ctx *lc, uint32_t k)
 {
+    if (lc->eng->nusyms)
+        return &lc->eng->uanchors[k];
     return ag_symtab_anchor_at(lc->symtab, lc->sym, k);
+}
+
+bool ag_layout_in_symbol(const ag_layout_ctx *lc, const ag_lanchor *a)
+{
+    uint32_t s = ag_symtab_symbol_of(lc->symtab, a);
+    if (s == AG_NONE)
+        return false;
+    const ag_layout_engine *e = lc->eng;
+    for (uint32_t k = 0; k < e->nusyms; k++)
+        if (e->usyms[k] == s)
+            return true;
+    return e->nusyms == 0 && s == lc->sym;
 }
 
 static bool fixed_addr(const ag_layout_ctx *lc, ag_node_id n)
@@ -364,6 +390,10 @@ static void mark_node(ag_layout_ctx *lc, ag_node_id n)
 
 static ag_status unsolvable(ag_layout_ctx *lc, const ag_lanchor *a, const ag_lanchor *b, const char *rule)
 {
+    /* A hypothetical merge that would carry such a pair conflicts all the
+     * same: nothing could isolate it afterwards. */
+    if (lc->eng->query)
+        return ag_layout_conflict_at(lc, a, rule);
     if (lc->env->report == NULL)
         return AG_OK;
     const char *nodes[2] = {ag_node_name(lc->g, a->node), ag_node_name(lc->g, b->node)};
@@ -430,6 +460,18 @@ static ag_status check_pair(ag_layout_ctx *lc, const ag_lanchor *a, const ag_lan
                 AG_TRY(absolute(lc, a, b, abs_conflict[e->arg[x][y]].rule));
             else if (e->act[x][y] == ACT_CHECK)
                 AG_TRY(run_checker(lc, a, b, x, y));
+            else
+                continue;
+            if (e->query && e->conflicts.len > 0) {
+                if (!e->qfound) {
+                    e->qfound = true;
+                    e->qa = *a;
+                    e->qb = *b;
+                    e->qx = x;
+                    e->qy = y;
+                }
+                return AG_OK;
+            }
         }
     }
     return AG_OK;
@@ -516,8 +558,11 @@ static ag_status detect(ag_layout_ctx *lc)
         }
         if (used > 1)
             qsort(cand, n, sizeof *cand, cmp_u32);
-        for (uint32_t k = 0; k < n; k++)
+        for (uint32_t k = 0; k < n; k++) {
             AG_TRY(check_pair(lc, ag_layout_sym_anchor(lc, i), ag_layout_sym_anchor(lc, cand[k])));
+            if (e->query && e->conflicts.len > 0)
+                return AG_OK; /* one conflict decides a hypothetical merge */
+        }
     }
     return AG_OK;
 }
@@ -746,6 +791,152 @@ ag_status ag_layout_process(ag_pass_env *env, ag_sub_id top, const ag_layout_inf
     ag_vec_free(ctx, &e.conflicts, sizeof(la_conflict));
     ag_arena_reset(&lc.scratch);
     ag_arena_reset(&e.arena);
+    return st;
+}
+
+/* ---- hypothetical merges (notes 4.9) ---- */
+
+struct ag_layout_merge_checker {
+    ag_ctx *ctx;
+    ag_layout_engine e;
+    ag_layout_ctx lc;
+    char rule[192]; /* the last verdict's rule */
+};
+
+void ag_layout_merge_checker_destroy(ag_layout_merge_checker *mc)
+{
+    if (mc == NULL)
+        return;
+    ag_ctx *ctx = mc->ctx;
+    ag_vec_free(ctx, &mc->e.conflicts, sizeof(la_conflict));
+    ag_arena_reset(&mc->lc.scratch);
+    ag_arena_reset(&mc->e.arena);
+    ag_free(ctx, mc, sizeof *mc);
+}
+
+ag_status ag_layout_merge_checker_create(ag_ctx *ctx, ag_pass_env *env, const ag_symtab *t, ag_sub_id top,
+                                         ag_layout_merge_checker **out)
+{
+    *out = NULL;
+    ag_layout_merge_checker *mc = ag_calloc(ctx, 1, sizeof *mc);
+    if (mc == NULL)
+        return AG_OOM(ctx);
+    mc->ctx = ctx;
+    ag_arena_init(&mc->e.arena, ctx);
+    ag_layout_ctx *lc = &mc->lc;
+    lc->env = env;
+    lc->g = env->g;
+    lc->ops = env->ops;
+    lc->ctx = ctx;
+    lc->top = top;
+    lc->symtab = t;
+    lc->eng = &mc->e;
+    ag_arena_init(&lc->scratch, ctx);
+    ag_layout_info_of(env, top, &lc->info);
+    /* Under a dynamic root the pass treats known-shape subgraphs as
+     * refreshable models of their own; one answer for every graph of t
+     * must assume the stricter case. */
+    if (!lc->info.root_static)
+        lc->info.fm_refreshable = true;
+    ag_status st = build_tables(lc, ag_layout_checker_rows, ag_layout_checker_nrows);
+    if (st == AG_OK)
+        st = prepare(lc);
+    if (st != AG_OK) {
+        ag_layout_merge_checker_destroy(mc);
+        return st;
+    }
+    *out = mc;
+    return AG_OK;
+}
+
+typedef struct la_saved_mark {
+    uint32_t slot;
+    uint16_t attr;
+    ag_node_id ref;
+} la_saved_mark;
+
+/* Marking's reference-output test is a symbol test: an output naming a
+ * variable whose buffer is one of the merged symbols becomes a reference
+ * output of the merged symbol.  The old marks go to saved for the undo. */
+static void remark_ref_outputs(ag_layout_ctx *lc, la_saved_mark *saved, uint32_t *nsaved)
+{
+    ag_layout_engine *e = lc->eng;
+    *nsaved = 0;
+    for (uint32_t k = 0; k < e->nuanchors; k++) {
+        const ag_lanchor *x = &e->uanchors[k];
+        uint32_t s = slot(lc, x);
+        if (x->is_input || s == AG_NONE || !ag_node_alive(lc->g, x->node))
+            continue;
+        uint16_t at = e->attr[s];
+        if (at & (AG_LA_BIT(AG_LA_REF_OUT) | AG_LA_BIT(AG_LA_USER_IN)))
+            continue;
+        ag_node_id r = ref_var_node(lc->g, x->node, x->index);
+        if (r == AG_NONE || ag_node_num_outputs(lc->g, r) == 0)
+            continue;
+        ag_lanchor ro = {r, 0, false};
+        if (!ag_layout_in_symbol(lc, &ro))
+            continue;
+        saved[(*nsaved)++] = (la_saved_mark){s, at, e->ref[s]};
+        e->attr[s] = (uint16_t)((at & ~AG_LA_BIT(AG_LA_NORMAL_OUT)) | AG_LA_BIT(AG_LA_REF_OUT));
+        e->ref[s] = r;
+    }
+}
+
+ag_status ag_layout_merge_check(ag_layout_merge_checker *mc, const uint32_t *syms, uint32_t nsyms,
+                                ag_layout_merge_verdict *v)
+{
+    ag_layout_ctx *lc = &mc->lc;
+    ag_layout_engine *e = &mc->e;
+    memset(v, 0, sizeof *v);
+    if (nsyms == 0)
+        return AG_OK;
+    uint32_t m = 0;
+    for (uint32_t k = 0; k < nsyms; k++)
+        m += ag_symtab_size(lc->symtab, syms[k]);
+    e->uanchors = ag_arena_alloc(&lc->scratch, ((size_t)m + 1) * sizeof *e->uanchors);
+    la_saved_mark *saved = ag_arena_alloc(&lc->scratch, ((size_t)m + 1) * sizeof *saved);
+    if (e->uanchors == NULL || saved == NULL) {
+        e->uanchors = NULL;
+        ag_arena_reset(&lc->scratch);
+        return AG_OOM(mc->ctx);
+    }
+    for (uint32_t k = 0, n = 0; k < nsyms; k++)
+        for (uint32_t j = 0; j < ag_symtab_size(lc->symtab, syms[k]); j++)
+            e->uanchors[n++] = *ag_symtab_anchor_at(lc->symtab, syms[k], j);
+    e->usyms = syms;
+    e->nusyms = nsyms;
+    e->nuanchors = m;
+    lc->sym = syms[0];
+    uint32_t nsaved = 0;
+    remark_ref_outputs(lc, saved, &nsaved);
+    e->epoch++;
+    e->conflicts.len = 0;
+    memset(e->visited, 0, sizeof e->visited);
+    e->query = true;
+    e->qfound = false;
+    ag_status st = detect(lc);
+    if (st == AG_OK && e->conflicts.len > 0) {
+        const la_conflict *c = &AG_VEC_AT(e->conflicts, la_conflict, 0);
+        v->conflict = true;
+        snprintf(mc->rule, sizeof mc->rule, "%s", c->rule ? c->rule : "layout");
+        v->rule = mc->rule;
+        v->a = e->qfound ? e->qa : c->a;
+        v->b = e->qfound ? e->qb : c->a;
+        v->attr_a = e->qfound ? (ag_layout_attr)e->qx : AG_LA_COUNT_;
+        v->attr_b = e->qfound ? (ag_layout_attr)e->qy : AG_LA_COUNT_;
+    }
+    while (nsaved > 0) {
+        nsaved--;
+        e->attr[saved[nsaved].slot] = saved[nsaved].attr;
+        e->ref[saved[nsaved].slot] = saved[nsaved].ref;
+    }
+    e->query = false;
+    e->usyms = NULL;
+    e->nusyms = 0;
+    e->uanchors = NULL;
+    e->nuanchors = 0;
+    e->conflicts.len = 0;
+    ag_arena_reset(&lc->scratch);
     return st;
 }
 

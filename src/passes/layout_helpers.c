@@ -6,8 +6,7 @@
 
 static bool in_symbol(const ag_layout_ctx *lc, const ag_lanchor *a)
 {
-    uint32_t s = ag_symtab_symbol_of(lc->symtab, a);
-    return s != AG_NONE && s == lc->sym;
+    return ag_layout_in_symbol(lc, a);
 }
 
 bool ag_layout_out_ref_from_input(const ag_layout_ctx *lc, const ag_lanchor *a)

@@ -129,6 +129,9 @@ ag_mem_type ag_layout_mem_type(const ag_layout_ctx *lc, const ag_lanchor *a);
 /* The anchors of the current symbol (list order). */
 uint32_t ag_layout_sym_size(const ag_layout_ctx *lc);
 const ag_lanchor *ag_layout_sym_anchor(const ag_layout_ctx *lc, uint32_t k);
+/* Anchor a belongs to the current symbol (during ag_layout_merge_check: to
+ * one of the symbols taken as one). */
+bool ag_layout_in_symbol(const ag_layout_ctx *lc, const ag_lanchor *a);
 /* FM or PHYS of notes 4.5: fm_refreshable, or phys_refreshable and the node of
  * a or b cannot have its physical address refreshed (fixed-addr ops). */
 bool ag_layout_refresh_matters(const ag_layout_ctx *lc, const ag_lanchor *a, const ag_lanchor *b);
@@ -196,6 +199,36 @@ void ag_layout_info_of(const ag_pass_env *env, ag_sub_id top, ag_layout_info *in
 /* Static graph test of notes 4.1 (no node other than a NetOutput carries
  * _is_unknown_shape=true or _dynamic_shape_partitioned=true). */
 bool ag_layout_sub_static(const ag_pass_env *env, ag_sub_id s);
+
+/* ---- hypothetical merges (notes 4.9, used by the planner's in-place step) ----
+ * Would symbols of t, united into one, carry a layout conflict the engine
+ * would have to resolve?  The answer reruns marking's reference-output test
+ * and detection (absolute sets and the checker table) over the anchors of
+ * those symbols only, without changing t or the graph; solving never runs.
+ * The checker allocates through ctx and borrows env (its graph and ops) and
+ * t, which must outlive it;
+ * top is the graph t was built for (its Data and NetOutput are user memory).
+ * Creating it marks every anchor once (linear in the graph); each query
+ * then costs the anchors of its symbols. */
+typedef struct ag_layout_merge_checker ag_layout_merge_checker;
+
+typedef struct ag_layout_merge_verdict {
+    bool conflict;
+    /* When conflict: the rule ("layout: <checker name>" or "layout: absolute
+     * A x B"; valid until the next query), the pair of anchors whose check
+     * found it and their attributes in the row that fired. */
+    const char *rule;
+    ag_lanchor a, b;
+    ag_layout_attr attr_a, attr_b;
+} ag_layout_merge_verdict;
+
+ag_status ag_layout_merge_checker_create(ag_ctx *ctx, ag_pass_env *env, const ag_symtab *t, ag_sub_id top,
+                                         ag_layout_merge_checker **out);
+void ag_layout_merge_checker_destroy(ag_layout_merge_checker *mc);
+/* syms: nsyms distinct symbol ids of t (list order: syms[0]'s anchors first,
+ * the name of the merged symbol). */
+ag_status ag_layout_merge_check(ag_layout_merge_checker *mc, const uint32_t *syms, uint32_t nsyms,
+                                ag_layout_merge_verdict *v);
 
 /* The registered pass (pipeline.c). */
 ag_status ag_pass_layout_conflict(ag_pass_env *env);

@@ -1,63 +1,30 @@
 /* In-place merging for the memory plan (docs/plan.md "In-place merging",
  * reference notes 6.8, seed 3.4): an output that may overwrite one of its
  * node's inputs joins that input's buffer when the input dies at the node,
- * the sizes match and the merged buffer cannot carry a layout conflict. */
+ * the sizes match and the layout engine finds no conflict on the merged
+ * buffer (notes 4.9, ag_layout_merge_check). */
 #include <inttypes.h>
 #include <stdio.h>
 
+#include "passes/layout_internal.h"
 #include "plan/plan_internal.h"
 
 /* Per-symbol properties, computed once from the symbol's anchors. */
 enum {
     SYM_KNOWN = 1,     /* the bits below are computed */
     SYM_READONLY = 2,  /* holds a data-like, variable or constant output */
-    SYM_SPECIAL = 4,   /* an anchor has a layout attribute other than normal,
-                        * reference output or user output */
-    SYM_REF_READER = 8 /* read by a node with reference=true (may write it) */
+    SYM_REF_READER = 4 /* read by a node with reference=true (may write it) */
 };
 
 typedef struct ip_state {
     ag_plan_build_state *st;
     uint8_t *sym_bits; /* per symbol id */
+    /* The symbols of each merge set as a list: next[s] follows s, tail[r]
+     * ends root r's list (AG_NONE: the end). */
+    uint32_t *next, *tail;
+    uint32_t *set;     /* scratch: the symbols of a hypothetical merge */
+    ag_layout_merge_checker *layout;
 } ip_state;
-
-/* The layout attributes of notes 4.3 that can take part in a conflict are
- * user input, immutable, unrefreshable, continuous and special memory.  A
- * set whose anchors carry none of them (only normal inputs and outputs,
- * reference outputs and user outputs) has no pair the engine acts on, so
- * merging two such symbols never creates a layout conflict.  This is the
- * conservative form of notes 4.9's hypothetical-table check: every merge it
- * allows is conflict-free; it may refuse a merge the full engine would
- * allow (two special anchors whose checker finds no conflict). */
-static bool input_special(const ag_plan_build_state *st, ag_node_id n, uint32_t i)
-{
-    const ag_graph *g = st->env.g;
-    const ag_ops *ops = st->env.ops;
-    uint32_t flags = ag_ops_node_flags(ops, g, n);
-    uint32_t nin = ag_node_num_inputs(g, n);
-    if (flags & (AG_OPF_FIXED_ADDR | AG_OPF_HCCL | AG_OPF_UNREFRESHABLE))
-        return true;
-    if ((flags & (AG_OPF_CONTINUOUS_INPUT | AG_OPF_NOPAD_CONTINUOUS_INPUT)) && nin > 1)
-        return true;
-    if (ag_ops_input_flags(ops, g, n, i) & AG_OPA_UNREFRESHABLE)
-        return true;
-    return ag_ops_input_mem_type(ops, g, n, i) != AG_MEM_HBM;
-}
-
-static bool output_special(const ag_plan_build_state *st, ag_node_id n, uint32_t o)
-{
-    const ag_graph *g = st->env.g;
-    const ag_ops *ops = st->env.ops;
-    uint32_t flags = ag_ops_node_flags(ops, g, n);
-    uint32_t nout = ag_node_num_outputs(g, n);
-    if (flags & (AG_OPF_FIXED_ADDR | AG_OPF_HCCL | AG_OPF_UNREFRESHABLE))
-        return true;
-    if ((flags & (AG_OPF_CONTINUOUS_OUTPUT | AG_OPF_NOPAD_CONTINUOUS_OUTPUT)) && nout > 1)
-        return true;
-    if (ag_ops_output_flags(ops, g, n, o) & AG_OPA_UNREFRESHABLE)
-        return true;
-    return ag_ops_output_mem_type(ops, g, n, o) != AG_MEM_HBM;
-}
 
 static bool node_is_reference(const ag_graph *g, ag_node_id n)
 {
@@ -78,8 +45,6 @@ static uint8_t sym_bits(ip_state *ip, uint32_t s)
         if (!ag_node_alive(g, a->node))
             continue;
         if (a->is_input) {
-            if (input_special(st, a->node, a->index))
-                b |= SYM_SPECIAL;
             if (node_is_reference(g, a->node))
                 b |= SYM_REF_READER;
             continue;
@@ -87,16 +52,57 @@ static uint8_t sym_bits(ip_state *ip, uint32_t s)
         ag_op_kind kind = ag_ops_node_kind(st->env.ops, g, a->node);
         if (ag_op_kind_is_data_like(kind) || ag_op_kind_is_var_like(kind) || ag_op_kind_is_const_like(kind) ||
             kind == AG_OPK_VARIABLE)
-            b |= SYM_READONLY | SYM_SPECIAL;
-        if (output_special(st, a->node, a->index))
-            b |= SYM_SPECIAL;
+            b |= SYM_READONLY;
     }
     ip->sym_bits[s] = b;
     return b;
 }
 
-/* Whether output o of n may take input in's buffer; on success *from and
- * *into are the symbols to merge. */
+static size_t put_anchor(const ag_graph *g, const ag_lanchor *a, ag_layout_attr attr, char *buf, size_t cap)
+{
+    const char *an = ag_layout_attr_name(attr);
+    int k = snprintf(buf, cap, "'%s' (%s) %s %u [%s]", ag_node_name(g, a->node), ag_node_type(g, a->node),
+                     a->is_input ? "input" : "output", a->index, an ? an : "?");
+    return k < 0 ? 0 : (size_t)k < cap ? (size_t)k : cap - 1;
+}
+
+/* Step 6: asks the layout engine whether the merge sets of roots into and
+ * from, taken as one buffer, would carry a layout conflict.  *ok is false
+ * when they would; the refusal is recorded with the rule and the pair. */
+static ag_status layout_ok(ip_state *ip, ag_node_id n, uint32_t o, uint32_t in, uint32_t into, uint32_t from,
+                           bool *ok)
+{
+    ag_plan_build_state *st = ip->st;
+    uint32_t m = 0;
+    for (uint32_t s = into; s != AG_NONE; s = ip->next[s])
+        ip->set[m++] = s;
+    for (uint32_t s = from; s != AG_NONE; s = ip->next[s])
+        ip->set[m++] = s;
+    /* Marking the graph's anchors costs one pass over it: only once a
+     * candidate gets this far. */
+    if (ip->layout == NULL)
+        AG_TRY(ag_layout_merge_checker_create(st->ctx, &st->env, st->syms, AG_ROOT, &ip->layout));
+    ag_layout_merge_verdict v;
+    AG_TRY(ag_layout_merge_check(ip->layout, ip->set, m, &v));
+    *ok = !v.conflict;
+    if (*ok)
+        return AG_OK;
+    char reason[512];
+    size_t k = (size_t)snprintf(reason, sizeof reason, "%s: ", v.rule);
+    if (k < sizeof reason)
+        k += put_anchor(st->env.g, &v.a, v.attr_a, reason + k, sizeof reason - k);
+    if (k < sizeof reason)
+        k += (size_t)snprintf(reason + k, sizeof reason - k, " x ");
+    if (k < sizeof reason)
+        put_anchor(st->env.g, &v.b, v.attr_b, reason + k, sizeof reason - k);
+    ag_plan_inplace_dec d = {n, in, o, ag_arena_strdup(&st->scratch, reason)};
+    if (!d.reason || ag_vec_push(st->ctx, &st->refused, sizeof d, &d) != AG_OK)
+        return AG_OOM(st->ctx);
+    return AG_OK;
+}
+
+/* Whether output o of n may take input in's buffer by steps 2-5; on
+ * success *from and *into are the roots to merge. */
 static bool candidate(ip_state *ip, ag_node_id n, uint32_t o, uint32_t in, uint32_t *from, uint32_t *into)
 {
     ag_plan_build_state *st = ip->st;
@@ -109,6 +115,10 @@ static bool candidate(ip_state *ip, ag_node_id n, uint32_t o, uint32_t in, uint3
     uint64_t si = ag_desc_size_bytes(ag_node_output_desc_c(g, src.node, src.index));
     uint64_t so = ag_desc_size_bytes(ag_node_output_desc_c(g, n, o));
     if (si == AG_SIZE_UNKNOWN || si != so)
+        return false;
+    /* A slice of a larger block (PhonySplit output) sits inside its buffer,
+     * not at its start, where a merged output would go. */
+    if (ag_plan_view_offset(st, src.node, src.index) != 0)
         return false;
     /* Step 5 (node side): an output that is continuous with its siblings,
      * aliases a variable or is zeroed before the node runs (atomic) cannot
@@ -138,17 +148,16 @@ static bool candidate(ip_state *ip, ag_node_id n, uint32_t o, uint32_t in, uint3
     uint64_t step = st->step[n];
     if (pi->last != step || po->first != step)
         return false;
-    /* Steps 1 and 6: read-only sources, readers that may write, and
-     * anchors whose layout attributes could conflict once merged.  Merged
+    /* Steps 3 and 5: read-only sources and readers that may write.  Merged
      * sets only ever contain symbols that passed this test, so testing the
-     * two roots covers their whole sets. */
-    if (sym_bits(ip, ri) & (SYM_READONLY | SYM_SPECIAL | SYM_REF_READER))
+     * two roots and the anchors' own symbols covers their whole sets. */
+    if (sym_bits(ip, ri) & (SYM_READONLY | SYM_REF_READER))
         return false;
-    if (sym_bits(ip, ro) & (SYM_READONLY | SYM_SPECIAL))
+    if (sym_bits(ip, ro) & SYM_READONLY)
         return false;
-    if (sym_bits(ip, sin) & (SYM_READONLY | SYM_SPECIAL | SYM_REF_READER))
+    if (sym_bits(ip, sin) & (SYM_READONLY | SYM_REF_READER))
         return false;
-    if (sym_bits(ip, sout) & (SYM_READONLY | SYM_SPECIAL))
+    if (sym_bits(ip, sout) & SYM_READONLY)
         return false;
     *from = ro;
     *into = ri;
@@ -181,28 +190,48 @@ static ag_status process_node(ip_state *ip, ag_node_id n)
          * the output, so a second output fails the lifetime test. */
         if (!candidate(ip, n, o, in, &from, &into))
             continue;
+        bool ok;
+        AG_TRY(layout_ok(ip, n, o, in, into, from, &ok));
+        if (!ok)
+            continue;
         uint64_t bytes = st->sym[into].size;
         char reason[160];
         snprintf(reason, sizeof reason, "inplace: %s; input dies here, same size (%" PRIu64 " bytes)",
                  by_attr ? "_output_inplace_ability" : "registry inplace relation", bytes);
         /* Step 7. */
         AG_TRY(ag_plan_merge(st, from, into, n, in, o, reason));
+        ip->next[ip->tail[into]] = from;
+        ip->tail[into] = ip->tail[from];
     }
     return AG_OK;
 }
 
 ag_status ag_plan_inplace(ag_plan_build_state *st)
 {
-    ip_state ip = {st, NULL};
-    ip.sym_bits = ag_calloc(st->ctx, AG_PLAN_NZ(st->nsym), sizeof *ip.sym_bits);
-    if (ip.sym_bits == NULL)
-        return AG_OOM(st->ctx);
+    ip_state ip;
+    memset(&ip, 0, sizeof ip);
+    ip.st = st;
+    size_t ns = AG_PLAN_NZ(st->nsym);
+    ip.sym_bits = ag_calloc(st->ctx, ns, sizeof *ip.sym_bits);
+    ip.next = ag_calloc(st->ctx, ns, sizeof *ip.next);
+    ip.tail = ag_calloc(st->ctx, ns, sizeof *ip.tail);
+    ip.set = ag_calloc(st->ctx, ns, sizeof *ip.set);
     ag_status rc = AG_OK;
+    if (!ip.sym_bits || !ip.next || !ip.tail || !ip.set)
+        rc = AG_OOM(st->ctx);
+    for (uint32_t s = 0; s < st->nsym && rc == AG_OK; s++) {
+        ip.next[s] = AG_NONE;
+        ip.tail[s] = s;
+    }
     for (uint32_t p = 0; p < st->norder && rc == AG_OK; p++) {
         ag_node_id n = st->order[p];
         if (st->step[n] != UINT64_MAX)
             rc = process_node(&ip, n);
     }
-    ag_free(st->ctx, ip.sym_bits, AG_PLAN_NZ(st->nsym) * sizeof *ip.sym_bits);
+    ag_layout_merge_checker_destroy(ip.layout);
+    ag_free(st->ctx, ip.sym_bits, ns * sizeof *ip.sym_bits);
+    ag_free(st->ctx, ip.next, ns * sizeof *ip.next);
+    ag_free(st->ctx, ip.tail, ns * sizeof *ip.tail);
+    ag_free(st->ctx, ip.set, ns * sizeof *ip.set);
     return rc;
 }

@@ -3,6 +3,7 @@
  * pairs, packs each arena with the placement engine (place.h) and freezes
  * the result into an ag_plan, which the independent checker validates. */
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -35,6 +36,19 @@ ag_plan_opts ag_plan_defaults(void)
 static uint64_t align_up(uint64_t v, uint64_t a)
 {
     return a <= 1 ? v : (v + a - 1) / a * a;
+}
+
+ag_status ag_plan_note(ag_plan_build_state *st, const char *fmt, ...)
+{
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    const char *copy = ag_arena_strdup(&st->scratch, buf);
+    if (!copy || ag_vec_push(st->ctx, &st->notes, sizeof copy, &copy) != AG_OK)
+        return AG_OOM(st->ctx);
+    return AG_OK;
 }
 
 uint32_t ag_plan_sym_root(const ag_plan_build_state *st, uint32_t s)
@@ -165,6 +179,10 @@ static void plan_free(ag_plan *p)
     ag_free(ctx, p->cmembers, AG_PLAN_NZ(p->ncmembers) * sizeof *p->cmembers);
     ag_free(ctx, p->inplace, AG_PLAN_NZ(p->ninplace) * sizeof *p->inplace);
     ag_free(ctx, p->inplace_tensors, AG_PLAN_NZ(p->ninplace) * sizeof *p->inplace_tensors);
+    ag_free(ctx, p->refused, AG_PLAN_NZ(p->nrefused) * sizeof *p->refused);
+    ag_free(ctx, p->notes, AG_PLAN_NZ(p->nnotes) * sizeof *p->notes);
+    ag_free(ctx, p->tensor_ref, AG_PLAN_NZ(p->ntensors) * sizeof *p->tensor_ref);
+    ag_free(ctx, p->slices, AG_PLAN_NZ(p->nslices) * sizeof *p->slices);
     ag_free(ctx, p->reuse, AG_PLAN_NZ(p->reuse_cap) * sizeof *p->reuse);
     ag_free(ctx, p->nodes, AG_PLAN_NZ(p->nnodes) * sizeof *p->nodes);
     ag_free(ctx, p->node_inputs, AG_PLAN_NZ(p->nnode_inputs) * sizeof *p->node_inputs);
@@ -179,6 +197,17 @@ void ag_plan_destroy(ag_plan *p)
 }
 
 /* Index of the tensor of each output: first_tensor[node] + o. */
+/* Copies one in-place decision (taken or refused) into the plan's arena;
+ * false on allocation failure. */
+static bool copy_inplace_rec(ag_plan *p, const ag_graph *g, const ag_plan_inplace_dec *d, ag_plan_inplace_rec *r)
+{
+    r->node = ag_arena_strdup(&p->mem, ag_node_name(g, d->node));
+    r->reason = ag_arena_strdup(&p->mem, d->reason);
+    r->input = d->input;
+    r->output = d->output;
+    return r->node != NULL && r->reason != NULL;
+}
+
 static ag_status freeze(ag_plan_build_state *st, ag_plan *p)
 {
     ag_ctx *ctx = st->ctx;
@@ -205,8 +234,9 @@ static ag_status freeze(ag_plan_build_state *st, ag_plan *p)
     p->tensors = ag_calloc(ctx, AG_PLAN_NZ(nt), sizeof *p->tensors);
     p->tensor_node_names = ag_calloc(ctx, AG_PLAN_NZ(nt), sizeof *p->tensor_node_names);
     p->tensor_io = ag_calloc(ctx, AG_PLAN_NZ(nt), 1);
+    p->tensor_ref = ag_calloc(ctx, AG_PLAN_NZ(nt), sizeof *p->tensor_ref);
     p->ntensors = nt;
-    if (!p->buffers || !p->tensors || !p->tensor_node_names || !p->tensor_io) {
+    if (!p->buffers || !p->tensors || !p->tensor_node_names || !p->tensor_io || !p->tensor_ref) {
         rc = AG_OOM(ctx);
         goto out;
     }
@@ -252,6 +282,7 @@ static ag_status freeze(ag_plan_build_state *st, ag_plan *p)
             t->node = n;
             t->output = o;
             t->buffer = AG_NONE;
+            p->tensor_ref[ti] = AG_NONE;
             t->size = ag_desc_size_bytes(ag_node_output_desc_c(g, n, o));
             if (s == AG_NONE)
                 continue;
@@ -259,8 +290,13 @@ static ag_status freeze(ag_plan_build_state *st, ag_plan *p)
             t->buffer = bufof[r];
             t->region = st->sym[r].region;
             t->mem_type = st->sym[r].mem_type;
-            /* A member's own offset (group members), else its root's. */
-            t->offset = st->sym[s].group != AG_NONE ? st->sym[s].offset : st->sym[r].offset;
+            /* A member's own offset (group members), else its root's; a
+             * slice of a block, or a view of one, further in. */
+            t->offset = (st->sym[s].group != AG_NONE ? st->sym[s].offset : st->sym[r].offset) +
+                        ag_plan_view_offset(st, n, o);
+            ag_port src = ag_plan_viewed_output(st, n, o);
+            if (src.node != AG_NONE)
+                p->tensor_ref[ti] = first_tensor[src.node] + src.index;
             if (root_data)
                 p->tensor_io[ti] |= AG_PLAN_IO_INPUT;
             for (uint32_t c = 0; c < ag_node_output_nconsumers(g, n, o); c++) {
@@ -324,6 +360,48 @@ static ag_status freeze(ag_plan_build_state *st, ag_plan *p)
             p->cmembers[gr->first + m] = first_tensor[pr.node] + pr.index;
         }
     }
+    /* Slices: the outputs of each no-padding continuous output node that
+     * reuses its input 0. */
+    for (uint32_t k = 0; k < st->norder; k++)
+        p->nslices += ag_plan_slices_input(st, st->order[k]);
+    p->slices = ag_calloc(ctx, AG_PLAN_NZ(p->nslices), sizeof *p->slices);
+    if (!p->slices) {
+        rc = AG_OOM(ctx);
+        goto out;
+    }
+    for (uint32_t k = 0, m = 0; k < st->norder; k++) {
+        ag_node_id n = st->order[k];
+        if (!ag_plan_slices_input(st, n))
+            continue;
+        ag_plan_slice *sl = &p->slices[m++];
+        sl->node = p->tensor_node_names[first_tensor[n]];
+        ag_port src = ag_node_input_src(g, n, 0);
+        sl->input = src.node == AG_NONE ? AG_NONE : first_tensor[src.node] + src.index;
+        sl->first = first_tensor[n];
+        sl->count = ag_node_num_outputs(g, n);
+    }
+    /* Notes and refused in-place candidates. */
+    p->nnotes = st->notes.len;
+    p->nrefused = st->refused.len;
+    p->notes = ag_calloc(ctx, AG_PLAN_NZ(p->nnotes), sizeof *p->notes);
+    p->refused = ag_calloc(ctx, AG_PLAN_NZ(p->nrefused), sizeof *p->refused);
+    if (!p->notes || !p->refused) {
+        rc = AG_OOM(ctx);
+        goto out;
+    }
+    for (uint32_t k = 0; k < p->nnotes; k++) {
+        p->notes[k] = ag_arena_strdup(&p->mem, AG_VEC_AT(st->notes, const char *, k));
+        if (!p->notes[k]) {
+            rc = AG_OOM(ctx);
+            goto out;
+        }
+    }
+    for (uint32_t k = 0; k < p->nrefused; k++) {
+        if (!copy_inplace_rec(p, g, &AG_VEC_AT(st->refused, ag_plan_inplace_dec, k), &p->refused[k])) {
+            rc = AG_OOM(ctx);
+            goto out;
+        }
+    }
     /* In-place decisions. */
     p->ninplace = st->inplace.len;
     p->inplace = ag_calloc(ctx, AG_PLAN_NZ(p->ninplace), sizeof *p->inplace);
@@ -334,15 +412,10 @@ static ag_status freeze(ag_plan_build_state *st, ag_plan *p)
     }
     for (uint32_t k = 0; k < p->ninplace; k++) {
         const ag_plan_inplace_dec *d = &AG_VEC_AT(st->inplace, ag_plan_inplace_dec, k);
-        ag_plan_inplace_rec *r = &p->inplace[k];
-        r->node = ag_arena_strdup(&p->mem, ag_node_name(g, d->node));
-        r->reason = ag_arena_strdup(&p->mem, d->reason);
-        if (!r->node || !r->reason) {
+        if (!copy_inplace_rec(p, g, d, &p->inplace[k])) {
             rc = AG_OOM(ctx);
             goto out;
         }
-        r->input = d->input;
-        r->output = d->output;
         ag_port src = ag_node_input_src(g, d->node, d->input);
         p->inplace_tensors[k][0] = src.node == AG_NONE ? AG_NONE : first_tensor[src.node] + src.index;
         p->inplace_tensors[k][1] = first_tensor[d->node] + d->output;
@@ -418,6 +491,9 @@ static void state_free(ag_plan_build_state *st)
     ag_vec_free(st->ctx, &st->groups, sizeof(ag_plan_group));
     ag_vec_free(st->ctx, &st->group_members, sizeof(uint32_t));
     ag_vec_free(st->ctx, &st->inplace, sizeof(ag_plan_inplace_dec));
+    ag_vec_free(st->ctx, &st->refused, sizeof(ag_plan_inplace_dec));
+    ag_vec_free(st->ctx, &st->notes, sizeof(const char *));
+    ag_free(st->ctx, st->view_off, AG_PLAN_NZ(st->nslots) * sizeof *st->view_off);
     ag_arena_reset(&st->scratch);
 }
 
@@ -461,6 +537,8 @@ ag_status ag_plan_build(ag_ctx *ctx, const ag_graph *g, const ag_ops *ops, const
         rc = ag_plan_lifetimes(&st);
     if (rc == AG_OK)
         rc = ag_plan_groups(&st);
+    if (rc == AG_OK)
+        rc = ag_plan_views(&st);
     if (rc == AG_OK && st.opts.inplace)
         rc = ag_plan_inplace(&st);
     for (uint32_t mt = 0; mt < AG_MEM_COUNT_ && rc == AG_OK; mt++)
@@ -496,6 +574,10 @@ ag_plan_region ag_plan_buffer_region(const ag_plan *p, uint32_t b) { return p->b
 ag_mem_type ag_plan_buffer_mem_type(const ag_plan *p, uint32_t b) { return p->buffers[b].mem_type; }
 uint32_t ag_plan_inplace_count(const ag_plan *p) { return p->ninplace; }
 const ag_plan_inplace_rec *ag_plan_inplace_at(const ag_plan *p, uint32_t k) { return &p->inplace[k]; }
+uint32_t ag_plan_inplace_refused_count(const ag_plan *p) { return p->nrefused; }
+const ag_plan_inplace_rec *ag_plan_inplace_refused_at(const ag_plan *p, uint32_t k) { return &p->refused[k]; }
+uint32_t ag_plan_note_count(const ag_plan *p) { return p->nnotes; }
+const char *ag_plan_note_at(const ag_plan *p, uint32_t k) { return p->notes[k]; }
 
 void ag_plan_buffer_span(const ag_plan *p, uint32_t b, uint64_t *first, uint64_t *last)
 {
@@ -541,6 +623,22 @@ static void put_io_offset(ag_bufout *o, const ag_plan *p, uint32_t t)
         ag_bufout_puts(o, "-1");
     else
         put_u64(o, p->tensors[t].offset);
+}
+
+static void put_inplace_recs(ag_bufout *o, const ag_plan_inplace_rec *recs, uint32_t n)
+{
+    for (uint32_t k = 0; k < n; k++) {
+        const ag_plan_inplace_rec *r = &recs[k];
+        ag_bufout_puts(o, k ? ", {\"node\": " : "{\"node\": ");
+        put_str(o, r->node);
+        ag_bufout_puts(o, ", \"input\": ");
+        put_u64(o, r->input);
+        ag_bufout_puts(o, ", \"output\": ");
+        put_u64(o, r->output);
+        ag_bufout_puts(o, ", \"reason\": ");
+        put_str(o, r->reason);
+        ag_bufout_puts(o, "}");
+    }
 }
 
 ag_status ag_plan_write_json(const ag_plan *p, ag_sink sink)
@@ -626,18 +724,28 @@ ag_status ag_plan_write_json(const ag_plan *p, ag_sink sink)
         }
         ag_bufout_puts(&o, "]}");
     }
-    ag_bufout_puts(&o, "],\n \"inplace\": [");
-    for (uint32_t k = 0; k < p->ninplace; k++) {
-        const ag_plan_inplace_rec *r = &p->inplace[k];
+    ag_bufout_puts(&o, "],\n \"slices\": [");
+    for (uint32_t k = 0; k < p->nslices; k++) {
+        const ag_plan_slice *sl = &p->slices[k];
         ag_bufout_puts(&o, k ? ", {\"node\": " : "{\"node\": ");
-        put_str(&o, r->node);
-        ag_bufout_puts(&o, ", \"input\": ");
-        put_u64(&o, r->input);
-        ag_bufout_puts(&o, ", \"output\": ");
-        put_u64(&o, r->output);
-        ag_bufout_puts(&o, ", \"reason\": ");
-        put_str(&o, r->reason);
-        ag_bufout_puts(&o, "}");
+        put_str(&o, sl->node);
+        ag_bufout_puts(&o, ", \"offsets\": [");
+        for (uint32_t m = 0; m < sl->count; m++) {
+            if (m)
+                ag_bufout_puts(&o, ", ");
+            put_u64(&o, p->tensors[sl->first + m].offset);
+        }
+        ag_bufout_puts(&o, "]}");
+    }
+    ag_bufout_puts(&o, "],\n \"inplace\": [");
+    put_inplace_recs(&o, p->inplace, p->ninplace);
+    ag_bufout_puts(&o, "],\n \"inplace_refused\": [");
+    put_inplace_recs(&o, p->refused, p->nrefused);
+    ag_bufout_puts(&o, "],\n \"notes\": [");
+    for (uint32_t k = 0; k < p->nnotes; k++) {
+        if (k)
+            ag_bufout_puts(&o, ", ");
+        put_str(&o, p->notes[k]);
     }
     ag_bufout_puts(&o, "],\n \"output_reuse_input_mem_indexes\": [");
     for (uint32_t k = 0; k < p->nreuse; k++) {

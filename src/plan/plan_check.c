@@ -80,11 +80,47 @@ static ag_status chk_disjoint(ag_ctx *ctx, const ag_plan *p, const chk_iv *iv, u
     return st;
 }
 
-ag_status ag_plan_check(const ag_plan *p)
+/* The slices of each block: in the block's buffer, the first at the
+ * block's start, each next one right after the previous one's bytes (no
+ * padding), the last ending inside the block.  Exact adjacency makes them
+ * disjoint.  Marks the slice tensors in sliced. */
+static ag_status chk_slices(const ag_plan *p, uint8_t *sliced)
 {
-    ag_ctx *ctx = p->ctx;
-    /* Tensors: the offset, region and memory type of their buffer; user IO
-     * outside the arenas; within the arena and the buffer. */
+    for (uint32_t k = 0; k < p->nslices; k++) {
+        const ag_plan_slice *sl = &p->slices[k];
+        if (sl->count == 0)
+            continue;
+        if (sl->input == AG_NONE || p->tensors[sl->input].buffer == AG_NONE)
+            return chk_fail_tensor(p, sl->first, "slice of a block that has no buffer");
+        const ag_plan_tensor *in = &p->tensors[sl->input];
+        uint64_t at = in->offset;
+        for (uint32_t m = 0; m < sl->count; m++) {
+            uint32_t t = sl->first + m;
+            const ag_plan_tensor *pt = &p->tensors[t];
+            sliced[t] = 1;
+            if (pt->buffer != in->buffer)
+                return chk_fail_tensor(p, t, "slice outside its block's buffer");
+            if (pt->offset != at)
+                return chk_fail_tensor(p, t, m == 0 ? "first slice not at the start of its block"
+                                                    : "slice not right after the previous slice");
+            if (pt->size == AG_SIZE_UNKNOWN) {
+                if (m + 1 < sl->count)
+                    return chk_fail_tensor(p, t, "slice of unknown size followed by another slice");
+                continue;
+            }
+            at += pt->size;
+            if (in->size != AG_SIZE_UNKNOWN && at > in->offset + in->size)
+                return chk_fail_tensor(p, t, "slice ends beyond its block");
+        }
+    }
+    return AG_OK;
+}
+
+/* Per tensor: the offset, region and memory type of its buffer (a view:
+ * the offset of the tensor it views; a slice: checked by chk_slices); user
+ * IO outside the arenas; its bytes inside its buffer and the arena. */
+static ag_status chk_tensors(const ag_plan *p, const uint8_t *sliced)
+{
     for (uint32_t t = 0; t < p->ntensors; t++) {
         const ag_plan_tensor *pt = &p->tensors[t];
         if (pt->buffer == AG_NONE)
@@ -92,21 +128,44 @@ ag_status ag_plan_check(const ag_plan *p)
         const ag_plan_buffer *b = &p->buffers[pt->buffer];
         if (pt->region != b->region || pt->mem_type != b->mem_type)
             return chk_fail_tensor(p, t, "region or memory type differs from its buffer's");
-        if (b->cgroup == AG_NONE && pt->offset != b->offset)
-            return chk_fail_tensor(p, t, "offset differs from its buffer's");
+        uint32_t r = p->tensor_ref[t];
+        if (!sliced[t] && b->cgroup == AG_NONE) {
+            if (r != AG_NONE && p->tensors[r].buffer != pt->buffer)
+                return chk_fail_tensor(p, t, "not in the buffer of the tensor it views");
+            if (r != AG_NONE && pt->offset != p->tensors[r].offset)
+                return chk_fail_tensor(p, t, "offset differs from the tensor it views");
+            if (r == AG_NONE && pt->offset != b->offset)
+                return chk_fail_tensor(p, t, "offset differs from its buffer's");
+        }
         if (p->zero_copy && p->tensor_io[t] && pt->region == AG_REGION_ARENA)
             return chk_fail_tensor(p, t, "a user input/output placed in an arena");
         if (pt->size != AG_SIZE_UNKNOWN && pt->size > b->size)
             return chk_fail_tensor(p, t, "larger than its buffer");
+        if (pt->size != AG_SIZE_UNKNOWN && (pt->offset < b->offset || pt->offset - b->offset > b->size - pt->size))
+            return chk_fail_tensor(p, t, "outside its buffer's bytes");
         if (b->region == AG_REGION_ARENA) {
             if (b->arena >= p->narenas || p->arenas[b->arena].mem_type != b->mem_type)
                 return chk_fail_tensor(p, t, "in an arena of another memory type");
-            if (pt->offset + b->size > p->arenas[b->arena].size)
+            if (b->offset + b->size > p->arenas[b->arena].size)
                 return chk_fail_tensor(p, t, "beyond the end of its arena");
             if (p->capacity && p->arenas[b->arena].size > p->capacity)
                 return chk_fail_tensor(p, t, "its arena exceeds the capacity");
         }
     }
+    return AG_OK;
+}
+
+ag_status ag_plan_check(const ag_plan *p)
+{
+    ag_ctx *ctx = p->ctx;
+    uint8_t *sliced = ag_calloc(ctx, AG_PLAN_NZ(p->ntensors), 1);
+    if (!sliced)
+        return AG_OOM(ctx);
+    ag_status st = chk_slices(p, sliced);
+    if (st == AG_OK)
+        st = chk_tensors(p, sliced);
+    ag_free(ctx, sliced, AG_PLAN_NZ(p->ntensors));
+    AG_TRY(st);
     /* Continuous groups: members back to back in operand order; the first
      * aligned, every member aligned unless no-padding. */
     for (uint32_t c = 0; c < p->ncgroups; c++) {

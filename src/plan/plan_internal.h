@@ -71,6 +71,15 @@ typedef struct ag_plan_build_state {
     ag_vec groups;            /* ag_plan_group */
     ag_vec group_members;     /* uint32_t symbol ids */
     ag_vec inplace;           /* ag_plan_inplace_dec */
+    ag_vec refused;           /* ag_plan_inplace_dec: candidates the layout test refused */
+    ag_vec notes;             /* const char * (st->scratch): what the plan could not do */
+
+    /* Byte offset of each output anchor inside its symbol's buffer, by
+     * ag_symtab_slot (ag_plan_views): non-zero for the slices of a block
+     * (the outputs of a no-padding continuous output node that reuses its
+     * input) and for everything that views them. */
+    uint64_t *view_off;
+    uint32_t nslots;
 } ag_plan_build_state;
 
 /* ---- phases ---- */
@@ -86,8 +95,32 @@ ag_status ag_plan_lifetimes(ag_plan_build_state *st);
  * makes it user input (arena with zero_copy off), a const-/variable-like
  * output constant, a root NetOutput input user output, else arena. */
 ag_plan_region ag_plan_classify(const ag_plan_build_state *st, uint32_t s, bool *root_in, bool *root_out);
-/* Continuous input/output groups (regions.c). */
+/* Continuous input/output groups (regions.c).  Atomic outputs that cannot
+ * be grouped get a note (ag_plan_note). */
 ag_status ag_plan_groups(ag_plan_build_state *st);
+/* View offsets of every output anchor (regions.c, fills st->view_off):
+ * an output that refers to an input (ag_symtab_ref_from_input) sits where
+ * that input's producer sits; output k of a no-padding continuous output
+ * node reusing input 0 (PhonySplit) adds the byte sizes of outputs 0..k-1,
+ * packed without alignment as the reference lays such blocks out.
+ * AG_EINVAL naming the output when such a size is unknown. */
+ag_status ag_plan_views(ag_plan_build_state *st);
+/* Node n lays its outputs out as consecutive slices of input 0's buffer:
+ * a no-padding continuous output node with output reuse (PhonySplit) whose
+ * every output reuses input 0, which is connected. */
+bool ag_plan_slices_input(const ag_plan_build_state *st, ag_node_id n);
+/* The output whose bytes output o of n is (the producer of the input it
+ * views, passes, references or reuses; for a subgraph Data, of its
+ * parent's input) when both are one symbol, else {AG_NONE, 0}. */
+ag_port ag_plan_viewed_output(const ag_plan_build_state *st, ag_node_id n, uint32_t o);
+/* View offset of node n's output o (0 without a slot). */
+uint64_t ag_plan_view_offset(const ag_plan_build_state *st, ag_node_id n, uint32_t o);
+/* Appends a formatted note (copied into st->scratch). */
+ag_status ag_plan_note(ag_plan_build_state *st, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
 
 /* In-place merging (inplace.c): for each in-place candidate whose input's
  * symbol dies at the node, merges the output's symbol into the input's with
@@ -135,6 +168,15 @@ typedef struct ag_plan_node {
 /* Allocation count for n elements (never 0, so NULL means failure). */
 #define AG_PLAN_NZ(n) ((size_t)(n) ? (size_t)(n) : (size_t)1)
 
+/* The slices of one block: output tensors first..first+count-1 of node,
+ * laid out back to back from the start of input 0's producer tensor
+ * (input; AG_NONE when unconnected). */
+typedef struct ag_plan_slice {
+    const char *node;
+    uint32_t input;
+    uint32_t first, count;
+} ag_plan_slice;
+
 /* A continuous group as laid out: member tensors in operand order. */
 typedef struct ag_plan_cgroup {
     const char *node;
@@ -165,6 +207,16 @@ struct ag_plan {
     ag_plan_inplace_rec *inplace;
     uint32_t (*inplace_tensors)[2]; /* [input's producer tensor, output tensor] */
     uint32_t ninplace;
+    ag_plan_inplace_rec *refused;   /* in-place candidates the layout test refused */
+    uint32_t nrefused;
+    const char **notes;
+    uint32_t nnotes;
+    /* Per tensor: the tensor whose bytes it is (the producer of the input
+     * an output views, passes or reuses), AG_NONE for a buffer's own
+     * tensors.  The checker pins each such tensor to that one's offset. */
+    uint32_t *tensor_ref;
+    ag_plan_slice *slices;
+    uint32_t nslices;
     /* output_reuse_input_mem_indexes: [out, in] pairs of the root graph. */
     uint32_t (*reuse)[2];
     uint32_t nreuse, reuse_cap;

@@ -2,8 +2,9 @@
  * shares one buffer, each filter (size, later reader, later writer,
  * read-only source, continuous group, atomic output) refuses its case, a
  * branch temporary is merged inside its branch, every plan passes the
- * checker, the layout test is sound against the checker table, and
- * allocation failures leak nothing. */
+ * checker, the layout engine's hypothetical-merge check answers like the
+ * checker table says and changes nothing, and allocation failures leak
+ * nothing. */
 #include "support/agtest.h"
 
 #include "aliasguard/plan.h"
@@ -165,20 +166,108 @@ static void test_chain_and_filters(void **state)
     ag_plan_destroy(p);
 }
 
-/* The layout test admits only anchors whose attributes are normal input,
- * normal output, reference output or user output; no checker row may pair
- * two of those, or a merge it admits could still conflict. */
-static void test_neutral_attrs_never_checked(void **state)
+/* Special-memory readers: r1 reads a in p2p, r2 reads s in host memory. */
+static const char *const k_rts =
+    "graph g {\n"
+    "  x = Data() -> (f32[256]) <index = 0>\n"
+    "  a = Abs(x) -> (f32[256])\n"
+    "  r1 = Abs(a) -> (f32[256]) <_input_memory_type = [\"p2p\"]>\n"
+    "  s = Add(a, r1) -> (f32[256])\n"
+    "  r2 = Abs(s) -> (f32[256]) <_input_memory_type = [\"host\"]>\n"
+    "  r3 = Abs(s) -> (f32[256])\n"
+    "  t = Add(r2, r3) -> (f32[256])\n"
+    "  out = NetOutput(t)\n"
+    "}\n";
+
+static uint32_t out_sym(const ag_symtab *t, const ag_graph *g, const char *node)
+{
+    ag_lanchor a = {ag_sub_find_node(g, AG_ROOT, node), 0, false};
+    assert_int_not_equal(a.node, AG_NONE);
+    uint32_t s = ag_symtab_symbol_of(t, &a);
+    assert_int_not_equal(s, AG_NONE);
+    return s;
+}
+
+/* The engine answers for symbols taken as one without touching the graph
+ * or the table: two readers in different special memories conflict
+ * (rts_special_in_and_rts_special_in, naming both inputs), readers in the
+ * same one do not, a user input with a special reader is an absolute
+ * conflict, and one query leaves no trace in the next. */
+static void test_merge_check(void **state)
 {
     (void)state;
-    uint32_t neutral = (1u << AG_LA_NORMAL_IN) | (1u << AG_LA_NORMAL_OUT) | (1u << AG_LA_REF_OUT) |
-                       (1u << AG_LA_USER_OUT);
-    for (uint32_t r = 0; r < ag_layout_checker_nrows; r++) {
-        const ag_layout_checker_row *row = &ag_layout_checker_rows[r];
-        bool a = (neutral >> row->attr_a) & 1u, b = (neutral >> row->attr_b) & 1u;
-        if (a && b)
-            fail_msg("checker row %s pairs two neutral attributes", row->name);
+    ag_ctx *ctx = agtest_ctx();
+    ag_ops *ops;
+    ag_graph *g;
+    assert_int_equal(ag_ops_create(ctx, &ops), AG_OK);
+    assert_int_equal(ag_text_read(ctx, k_rts, strlen(k_rts), "rts.agt", &g), AG_OK);
+    ag_pass_env env = {g, ops, NULL};
+    ag_symtab *t = NULL;
+    assert_int_equal(ag_symtab_build(&env, AG_ROOT, true, &t), AG_OK);
+    uint32_t nodes = ag_graph_node_count(g), nsyms = ag_symtab_count(t);
+    ag_layout_merge_checker *mc = NULL;
+    assert_int_equal(ag_layout_merge_checker_create(ctx, &env, t, AG_ROOT, &mc), AG_OK);
+    ag_layout_merge_verdict v;
+
+    uint32_t as = out_sym(t, g, "a"), ss = out_sym(t, g, "s"), xs = out_sym(t, g, "x");
+    uint32_t r1s = out_sym(t, g, "r1"), r3s = out_sym(t, g, "r3");
+    /* Each symbol alone: no conflict. */
+    assert_int_equal(ag_layout_merge_check(mc, &as, 1, &v), AG_OK);
+    assert_false(v.conflict);
+    uint32_t pair[2] = {as, ss};
+    assert_int_equal(ag_layout_merge_check(mc, pair, 2, &v), AG_OK);
+    assert_true(v.conflict);
+    assert_string_equal(v.rule, "layout: rts_special_in_and_rts_special_in");
+    assert_int_equal(v.attr_a, AG_LA_RTS_IN);
+    assert_int_equal(v.attr_b, AG_LA_RTS_IN);
+    assert_true(v.a.is_input && v.b.is_input);
+    const char *na = ag_node_name(g, v.a.node), *nb = ag_node_name(g, v.b.node);
+    assert_true((strcmp(na, "r1") == 0 && strcmp(nb, "r2") == 0) || (strcmp(na, "r2") == 0 && strcmp(nb, "r1") == 0));
+    /* a's symbol with r3's output: one special reader, normal anchors. */
+    uint32_t ok2[2] = {as, r3s};
+    assert_int_equal(ag_layout_merge_check(mc, ok2, 2, &v), AG_OK);
+    assert_false(v.conflict);
+    /* A user input and a special reader: absolute. */
+    uint32_t ui[2] = {xs, as};
+    assert_int_equal(ag_layout_merge_check(mc, ui, 2, &v), AG_OK);
+    assert_true(v.conflict);
+    assert_non_null(strstr(v.rule, "absolute USER_MEMORY_INPUT x RTS_SPECIAL_TYPE_INPUT"));
+    /* Three symbols, and the same query twice: the same answer. */
+    uint32_t three[3] = {r1s, as, r3s};
+    for (int k = 0; k < 2; k++) {
+        assert_int_equal(ag_layout_merge_check(mc, three, 3, &v), AG_OK);
+        assert_false(v.conflict);
     }
+    assert_int_equal(ag_layout_merge_check(mc, pair, 2, &v), AG_OK);
+    assert_true(v.conflict);
+    /* Nothing changed. */
+    assert_int_equal(ag_graph_node_count(g), nodes);
+    assert_int_equal(ag_symtab_count(t), nsyms);
+    assert_int_not_equal(out_sym(t, g, "a"), out_sym(t, g, "s"));
+    ag_layout_merge_checker_destroy(mc);
+    ag_symtab_destroy(t);
+
+    /* The planner: s may not take a's buffer and says why. */
+    ag_plan *p = NULL;
+    assert_int_equal(ag_plan_build(ctx, g, ops, NULL, &p), AG_OK);
+    assert_int_equal(ag_plan_check(p), AG_OK);
+    assert_false(merged(p, "s"));
+    bool found = false;
+    for (uint32_t k = 0; k < ag_plan_inplace_refused_count(p); k++) {
+        const ag_plan_inplace_rec *r = ag_plan_inplace_refused_at(p, k);
+        if (strcmp(r->node, "s") == 0) {
+            found = true;
+            assert_int_equal(r->input, 0);
+            assert_int_equal(r->output, 0);
+            assert_non_null(strstr(r->reason, "layout: rts_special_in_and_rts_special_in: "));
+            assert_non_null(strstr(r->reason, "'r1' (Abs) input 0 [RTS_SPECIAL_TYPE_INPUT]"));
+        }
+    }
+    assert_true(found);
+    ag_plan_destroy(p);
+    ag_graph_destroy(g);
+    ag_ops_destroy(ops);
+    ag_ctx_destroy(ctx);
 }
 
 static ag_status sweep_body(ag_ctx *ctx, void *ud)
@@ -210,7 +299,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_chain_and_filters, setup, teardown),
-        cmocka_unit_test(test_neutral_attrs_never_checked),
+        cmocka_unit_test(test_merge_check),
         cmocka_unit_test(test_oom_sweep),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,7 +1,9 @@
 /* Tests of the memory planner and its independent checker: real plans pass
  * the checker, planted faults (overlap, misalignment, a broken continuous
- * group, a user input moved into the arena) are caught, branches share
- * bytes, sizes come from descriptors, and allocation failures leak nothing. */
+ * group, a user input moved into the arena, a slice of a block or a view of
+ * it off its place) are caught, branches share bytes, sizes come from
+ * descriptors, atomic outputs left apart get a note, and allocation
+ * failures leak nothing. */
 #include "support/agtest.h"
 
 #include "aliasguard/plan.h"
@@ -211,13 +213,79 @@ static void test_unknown_size(void **state)
     ag_ctx_destroy(ctx);
 }
 
+/* A block split in place (PhonySplit) and a view of one slice. */
+static const char *const k_split =
+    "graph g {\n"
+    "  x = Data() -> (f32[12]) <index = 0>\n"
+    "  b = Relu(x) -> (f32[12])\n"
+    "  sp = PhonySplit(b) -> (f32[3], f32[4], f32[5])\n"
+    "  v = Reshape(sp:1) -> (f32[2, 2])\n"
+    "  u0 = Relu(sp:0) -> (f32[3])\n"
+    "  u1 = Relu(v) -> (f32[2, 2])\n"
+    "  u2 = Relu(sp:2) -> (f32[5])\n"
+    "  m = Two(x) -> (f32[12], f32[12]) <atomic_output_index = [0, 1]>\n"
+    "  mm = Relu(m:0) -> (f32[12])\n"
+    "  out = NetOutput(u0, u1, u2, mm, m:1)\n"
+    "}\n";
+
+static void test_slices(void **state)
+{
+    (void)state;
+    fixture f = {agtest_ctx(), NULL, NULL, NULL};
+    fixture *fx = &f;
+    assert_int_equal(load(fx->ctx, k_split, &fx->ops, &fx->g), AG_OK);
+    assert_int_equal(ag_plan_build(fx->ctx, fx->g, fx->ops, NULL, &fx->p), AG_OK);
+    ag_plan *p = fx->p;
+    assert_int_equal(ag_plan_check(p), AG_OK);
+    uint32_t tb = tensor_of(fx, "b", 0), t0 = tensor_of(fx, "sp", 0), t1 = tensor_of(fx, "sp", 1);
+    uint32_t t2 = tensor_of(fx, "sp", 2), tv = tensor_of(fx, "v", 0);
+    uint64_t base = p->tensors[tb].offset;
+    /* Back to back by their own bytes (12, 16, 20), no padding. */
+    assert_int_equal(p->tensors[t0].offset, base);
+    assert_int_equal(p->tensors[t1].offset, base + 12);
+    assert_int_equal(p->tensors[t2].offset, base + 28);
+    assert_int_equal(p->tensors[tv].offset, base + 12);
+    for (uint32_t t = t0; t <= t2; t++)
+        assert_int_equal(p->tensors[t].buffer, p->tensors[tb].buffer);
+    /* A slice one byte off: not right after the previous one. */
+    p->tensors[t1].offset += 4;
+    assert_int_equal(ag_plan_check(p), AG_EVERIFY);
+    assert_errmsg(fx->ctx, "node 'sp' output 1");
+    assert_errmsg(fx->ctx, "slice not right after the previous slice");
+    p->tensors[t1].offset -= 4;
+    /* The first slice away from its block's start. */
+    p->tensors[t0].offset += 12;
+    assert_int_equal(ag_plan_check(p), AG_EVERIFY);
+    assert_errmsg(fx->ctx, "first slice not at the start of its block");
+    p->tensors[t0].offset -= 12;
+    /* The last slice larger than the block has room for. */
+    p->tensors[t2].size += 4;
+    assert_int_equal(ag_plan_check(p), AG_EVERIFY);
+    assert_errmsg(fx->ctx, "slice ends beyond its block");
+    p->tensors[t2].size -= 4;
+    /* The view of slice 1 at the buffer's start, where it was before. */
+    p->tensors[tv].offset = base;
+    assert_int_equal(ag_plan_check(p), AG_EVERIFY);
+    assert_errmsg(fx->ctx, "node 'v' output 0");
+    assert_errmsg(fx->ctx, "offset differs from the tensor it views");
+    p->tensors[tv].offset = base + 12;
+    assert_int_equal(ag_plan_check(p), AG_OK);
+    /* m's output 1 is the caller's: no group for one clean, and a note. */
+    assert_int_equal(ag_plan_note_count(p), 1);
+    assert_non_null(strstr(ag_plan_note_at(p, 0), "node 'm' (Two) output 1 in graph 'g': atomic outputs not grouped"));
+    ag_plan_destroy(fx->p);
+    ag_graph_destroy(fx->g);
+    ag_ops_destroy(fx->ops);
+    ag_ctx_destroy(fx->ctx);
+}
+
 static ag_status sweep_body(ag_ctx *ctx, void *ud)
 {
     (void)ud;
     ag_ops *ops = NULL;
     ag_graph *g = NULL;
     ag_plan *p = NULL;
-    ag_status st = load(ctx, k_graph, &ops, &g);
+    ag_status st = load(ctx, ud ? (const char *)ud : k_graph, &ops, &g);
     if (st == AG_OK)
         st = ag_plan_build(ctx, g, ops, NULL, &p);
     if (st == AG_OK)
@@ -240,6 +308,7 @@ static void test_oom_sweep(void **state)
 {
     (void)state;
     assert_true(AG_TEST_OOM_SWEEP(sweep_body, NULL) > 1);
+    assert_true(AG_TEST_OOM_SWEEP(sweep_body, (void *)(uintptr_t)k_split) > 1);
 }
 
 int main(void)
@@ -250,6 +319,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_planted_misalignment_and_group, setup, teardown),
         cmocka_unit_test_setup_teardown(test_align_and_no_zero_copy, setup, teardown),
         cmocka_unit_test(test_unknown_size),
+        cmocka_unit_test(test_slices),
         cmocka_unit_test(test_oom_sweep),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
