@@ -19,6 +19,7 @@
 #include "passes.h"
 #include "place.h"
 #include "plan.h"
+#include "device.h"
 
 #ifdef __cplusplus
 extern "C" {

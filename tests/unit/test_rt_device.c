@@ -1,0 +1,1354 @@
+/* Device seam and simulated device: FIFO order, asynchrony, cross-stream
+ * order only through events, capture/replay, capacity per memory type,
+ * poisoning, argument checks, host OOM sweeps and device fault sweeps. */
+#define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
+#include <stdio.h>
+
+#include "support/agtest.h"
+#include "aliasguard/device.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TEST_ASAN 1
+#endif
+#endif
+#ifdef TEST_ASAN
+#include <sanitizer/asan_interface.h>
+#endif
+
+/* ---- helpers ---- */
+
+/* A kernel that blocks its stream until the test opens the gate. */
+typedef struct gate {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int open;
+    int entered;
+} gate;
+
+static void gate_init(gate *g)
+{
+    pthread_mutex_init(&g->mu, NULL);
+    pthread_cond_init(&g->cv, NULL);
+    g->open = 0;
+    g->entered = 0;
+}
+
+static void gate_fini(gate *g)
+{
+    pthread_cond_destroy(&g->cv);
+    pthread_mutex_destroy(&g->mu);
+}
+
+static ag_status gate_kernel(void *arg)
+{
+    gate *g = arg;
+    pthread_mutex_lock(&g->mu);
+    g->entered = 1;
+    pthread_cond_broadcast(&g->cv);
+    while (!g->open)
+        pthread_cond_wait(&g->cv, &g->mu);
+    pthread_mutex_unlock(&g->mu);
+    return AG_OK;
+}
+
+static void gate_open(gate *g)
+{
+    pthread_mutex_lock(&g->mu);
+    g->open = 1;
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+}
+
+static void gate_wait_entered(gate *g)
+{
+    pthread_mutex_lock(&g->mu);
+    while (!g->entered)
+        pthread_cond_wait(&g->cv, &g->mu);
+    pthread_mutex_unlock(&g->mu);
+}
+
+typedef struct log_arg {
+    int *log;
+    int *len;
+    int value;
+} log_arg;
+
+static ag_status log_kernel(void *arg)
+{
+    log_arg *a = arg;
+    a->log[(*a->len)++] = a->value;
+    return AG_OK;
+}
+
+static ag_status incr_kernel(void *arg)
+{
+    ++*(int *)arg;
+    return AG_OK;
+}
+
+static ag_status fail_kernel(void *arg)
+{
+    (void)arg;
+    return AG_EINVAL;
+}
+
+/* Copies *src (an int) to *dst: a kernel reading what another stream wrote. */
+typedef struct pair {
+    int *dst;
+    const int *src;
+} pair;
+
+static ag_status copy_int_kernel(void *arg)
+{
+    pair *p = arg;
+    *p->dst = *p->src;
+    return AG_OK;
+}
+
+static ag_device *sim(ag_ctx *ctx, uint64_t hbm, uint64_t p2p, uint64_t host)
+{
+    ag_device_sim_config c = ag_device_sim_defaults();
+    c.capacity[AG_MEM_HBM] = hbm;
+    c.capacity[AG_MEM_P2P] = p2p;
+    c.capacity[AG_MEM_HOST] = host;
+    ag_device *dev = NULL;
+    assert_int_equal(ag_device_sim_create(ctx, &c, &dev), AG_OK);
+    assert_string_equal(ag_device_backend(dev), "sim");
+    return dev;
+}
+
+static ag_dev_stats stats(ag_device *dev)
+{
+    ag_dev_stats st;
+    memset(&st, 0, sizeof st);
+    st.size = sizeof st;
+    ag_dev_stats_get(dev, &st);
+    return st;
+}
+
+/* ---- tests ---- */
+
+static void test_fifo_order_and_copies(void **state)
+{
+    (void)state;
+    ag_ctx *ctx = agtest_ctx();
+    ag_device *dev = sim(ctx, 1 << 20, 1 << 20, 1 << 20);
+    ag_dev_stream *s;
+    assert_int_equal(ag_dev_stream_create(dev, &s), AG_OK);
+
+    enum { N = 500 };
+    static int log[N];
+    int len = 0;
+    static log_arg args[N];
+    for (int k = 0; k < N; k++) {
+        args[k] = (log_arg){log, &len, k};
+        assert_int_equal(ag_dev_launch(dev, s, log_kernel, &args[k], "log"), AG_OK);
+    }
+
+    /* A chain of copies through HBM, P2P and pinned host memory. */
+    unsigned char in[1000], out[1000];
+    for (int k = 0; k < 1000; k++)
+        in[k] = (unsigned char)(k * 7 + 3);
+    memset(out, 0, sizeof out);
+    void *a, *b, *c, *h;
+    assert_int_equal(ag_dev_mem_alloc(dev, AG_MEM_HBM, 1000, 0, &a), AG_OK);
+    assert_int_equal(ag_dev_mem_alloc(dev, AG_MEM_HBM, 1000, 4096, &b), AG_OK);
+    assert_int_equal(ag_dev_mem_alloc(dev, AG_MEM_P2P, 1000, 1, &c), AG_OK);
+    assert_int_equal(ag_dev_mem_alloc(dev, AG_MEM_HOST, 1000, 0, &h), AG_OK);
+    assert_int_equal((uintptr_t)a % AG_DEV_DEFAULT_ALIGN, 0);
+    assert_int_equal((uintptr_t)b % 4096, 0);
+    assert_int_equal((uintptr_t)c % AG_DEV_MIN_ALIGN, 0);
+    assert_int_equal(ag_dev_memcpy_async(dev, AG_COPY_H2D, a, in, 1000, s), AG_OK);
+    assert_int_equal(ag_dev_memcpy_async(dev, AG_COPY_D2D, b, a, 1000, s), AG_OK);
+    assert_int_equal(ag_dev_memcpy_async(dev, AG_COPY_P2P, c, b, 1000, s), AG_OK);
+    assert_int_equal(ag_dev_memset_async(dev, (char *)c + 10, 0xAB, 5, s), AG_OK);
+    assert_int_equal(ag_dev_memcpy_async(dev, AG_COPY_D2H, h, c, 1000, s), AG_OK);
+    assert_int_equal(ag_dev_memcpy_async(dev, AG_COPY_H2D, a, h, 1000, s), AG_OK);
+    assert_int_equal(ag_dev_memcpy_async(dev, AG_COPY_D2H, out, a, 1000, s), AG_OK);
+    /* Overlapping D2D copy has memmove semantics. */
+    assert_int_equal(ag_dev_memcpy_async(dev, AG_COPY_D2D, (char *)b + 1, b, 999, s), AG_OK);
+    assert_int_equal(ag_dev_stream_synchronize(dev, s), AG_OK);
+
+    assert_int_equal(len, N);
+    for (int k = 0; k < N; k++)
+        assert_int_equal(log[k], k);
+    for (int k = 0; k < 1000; k++) {
+        unsigned char want = (k >= 10 && k < 15) ? 0xAB : in[k];
+        assert_int_equal(out[k], want);
+    }
+    assert_memory_equal((const char *)b + 1, in, 999);
+
+    ag_dev_stats st = stats(dev);
+    assert_int_equal(st.launches, N);
+    assert_int_equal(st.copies[AG_COPY_H2D], 2);
+    assert_int_equal(st.copies[AG_COPY_D2D], 2);
+    assert_int_equal(st.copies[AG_COPY_P2P], 1);
+    assert_int_equal(st.copies[AG_COPY_D2H], 2);
+    assert_int_equal(st.copy_bytes[AG_COPY_D2D], 1999);
+    assert_int_equal(st.memsets, 1);
+    assert_int_equal(st.mem[AG_MEM_HBM].used, 2000);
+    assert_int_equal(st.mem[AG_MEM_HBM].live, 2);
+    assert_int_equal(st.mem[AG_MEM_P2P].used, 1000);
+    assert_int_equal(st.mem[AG_MEM_HOST].used, 1000);
+    assert_int_equal(st.live_streams, 1);
+
+    ag_dev_mem_free(dev, a);
+    ag_dev_mem_free(dev, b);
+    ag_dev_mem_free(dev, c);
+    ag_dev_mem_free(dev, h);
+    ag_dev_mem_free(dev, NULL);
+    st = stats(dev);
+    assert_int_equal(st.mem[AG_MEM_HBM].used, 0);
+    assert_int_equal(st.mem[AG_MEM_HBM].peak, 2000);
+    assert_int_equal(st.mem[AG_MEM_HBM].nfree, 2);
+    ag_dev_stream_destroy(dev, s);
+    ag_dev_stream_destroy(dev, NULL);
+    ag_device_destroy(dev);
+    ag_ctx_destroy(ctx);
+}
+
+/* Work runs later: a copy enqueued behind a blocked kernel has not run yet. */
+static void test_asynchronous(void **state)
+{
+    (void)state;
+    ag_ctx *ctx = agtest_ctx();
+    ag_device *dev = sim(ctx, 1 << 20, 0, 0);
+    ag_dev_stream *s;
+    ag_dev_event *e;
+    assert_int_equal(ag_dev_stream_create(dev, &s), AG_OK);
+    assert_int_equal(ag_dev_event_create(dev, &e), AG_OK);
+    void *a;
+    assert_int_equal(ag_dev_mem_alloc(dev, AG_MEM_HBM, 64, 0, &a), AG_OK);
+    gate g;
+    gate_init(&g);
+    int in = 42, out = 0;
+    bool done = false;
+    assert_int_equal(ag_dev_event_query(dev, e, &done), AG_OK);
+    assert_true(done); /* never recorded: complete */
+    assert_int_equal(ag_dev_launch(dev, s, gate_kernel, &g, "gate"), AG_OK);
+    assert_int_equal(ag_dev_memcpy_async(dev, AG_COPY_H2D, a, &in, sizeof in, s), AG_OK);
+    assert_int_equal(ag_dev_memcpy_async(dev, AG_COPY_D2H, &out, a, sizeof out, s), AG_OK);
+    assert_int_equal(ag_dev_event_record(dev, e, s), AG_OK);
+    gate_wait_entered(&g);
+    assert_int_equal(ag_dev_event_query(dev, e, &done), AG_OK);
+    assert_false(done);
+    assert_int_equal(stats(dev).copies[AG_COPY_D2H], 0);
+    gate_open(&g);
+    assert_int_equal(ag_dev_event_synchronize(dev, e), AG_OK);
+    assert_int_equal(out, 42);
+    assert_int_equal(ag_dev_event_query(dev, e, &done), AG_OK);
+    assert_true(done);
+    ag_dev_mem_free(dev, a);
+    ag_dev_event_destroy(dev, e);
+    ag_dev_stream_destroy(dev, s);
+    ag_device_destroy(dev);
+    gate_fini(&g);
+    ag_ctx_destroy(ctx);
+}
+
+/* Streams run independently; only an event wait orders them. */
+static void test_cross_stream_events(void **state)
+{
+    (void)state;
+    ag_ctx *ctx = agtest_ctx();
+    ag_device *dev = sim(ctx, 1 << 20, 0, 0);
+    ag_dev_stream *s1, *s2;
+    ag_dev_event *e;
+    assert_int_equal(ag_dev_stream_create(dev, &s1), AG_OK);
+    assert_int_equal(ag_dev_stream_create(dev, &s2), AG_OK);
+    assert_int_equal(ag_dev_event_create(dev, &e), AG_OK);
+    gate g;
+    gate_init(&g);
+
+    /* s1 is blocked; s2 without a wait finishes anyway. */
+    int x = 0, y = -1, z = -1;
+    assert_int_equal(ag_dev_launch(dev, s1, gate_kernel, &g, "gate"), AG_OK);
+    assert_int_equal(ag_dev_launch(dev, s1, incr_kernel, &x, "incr"), AG_OK);
+    assert_int_equal(ag_dev_event_record(dev, e, s1), AG_OK);
+    int free_runs = 0;
+    assert_int_equal(ag_dev_launch(dev, s2, incr_kernel, &free_runs, "incr"), AG_OK);
+    assert_int_equal(ag_dev_stream_synchronize(dev, s2), AG_OK);
+    assert_int_equal(free_runs, 1);
+
+    /* s2 now waits for e: its kernel sees s1's write. */
+    pair p = {&y, &x};
+    assert_int_equal(ag_dev_stream_wait_event(dev, s2, e), AG_OK);
+    assert_int_equal(ag_dev_launch(dev, s2, copy_int_kernel, &p, "copy"), AG_OK);
+    bool done = true;
+    assert_int_equal(ag_dev_event_query(dev, e, &done), AG_OK);
+    assert_false(done);
+    /* Re-recording moves the event; the queued wait keeps its old point. */
+    assert_int_equal(ag_dev_event_record(dev, e, s2), AG_OK);
+    gate_open(&g);
+    assert_int_equal(ag_dev_synchronize(dev), AG_OK);
+    assert_int_equal(y, 1);
+
+    /* Waiting on an event of one's own stream, or a completed one, adds nothing. */
+    pair q = {&z, &y};
+    assert_int_equal(ag_dev_stream_wait_event(dev, s2, e), AG_OK);
+    assert_int_equal(ag_dev_launch(dev, s2, copy_int_kernel, &q, "copy"), AG_OK);
+    assert_int_equal(ag_dev_stream_synchronize(dev, s2), AG_OK);
+    assert_int_equal(z, 1);
+    assert_int_equal(stats(dev).waits, 2);
+    assert_int_equal(stats(dev).records, 2);
+
+    /* An event recorded on a stream that is then destroyed is complete. */
+    assert_int_equal(ag_dev_event_record(dev, e, s1), AG_OK);
+    ag_dev_stream_destroy(dev, s1);
+    assert_int_equal(ag_dev_event_query(dev, e, &done), AG_OK);
+    assert_true(done);
+    assert_int_equal(ag_dev_event_synchronize(dev, e), AG_OK);
+    assert_int_equal(ag_dev_stream_wait_event(dev, s2, e), AG_OK);
+
+    ag_dev_event_destroy(dev, e);
+    ag_dev_stream_destroy(dev, s2);
+    ag_device_destroy(dev);
+    gate_fini(&g);
+    ag_ctx_destroy(ctx);
+}
+
+static void test_capture_replay(void **state)
+{
+    (void)state;
+    ag_testalloc ta;
+    ag_testalloc_init(&ta, 0, 0);
+    ag_allocator hook = ag_testalloc_hook(&ta);
+    ag_ctx *ctx = ag_ctx_create(&hook);
+    assert_non_null(ctx);
+    ag_device *dev = sim(ctx, 1 << 20, 0, 0);
+    ag_dev_stream *s1, *s2, *s3;
+    ag_dev_event *e;
+    assert_int_equal(ag_dev_stream_create(dev, &s1), AG_OK);
+    assert_int_equal(ag_dev_stream_create(dev, &s2), AG_OK);
+    assert_int_equal(ag_dev_stream_create(dev, &s3), AG_OK);
+    assert_int_equal(ag_dev_event_create(dev, &e), AG_OK);
+    void *a;
+    assert_int_equal(ag_dev_mem_alloc(dev, AG_MEM_HBM, 16, 0, &a), AG_OK);
+
+    int count = 0, seen = -1;
+    unsigned char out[16];
+    pair p = {&seen, &count};
+    assert_int_equal(ag_dev_capture_begin(dev, s1), AG_OK);
+    assert_int_equal(ag_dev_capture_begin(dev, s1), AG_EINVAL);
+    assert_int_equal(ag_dev_memset_async(dev, a, 7, 16, s1), AG_OK);
+    assert_int_equal(ag_dev_launch(dev, s1, incr_kernel, &count, "incr"), AG_OK);
+    assert_int_equal(ag_dev_memcpy_async(dev, AG_COPY_D2H, out, a, 16, s1), AG_OK);
+    assert_int_equal(ag_dev_event_record(dev, e, s1), AG_OK);
+    assert_int_equal(ag_dev_stream_synchronize(dev, s1), AG_EINVAL);
+    assert_errmsg(ctx, "capturing");
+    assert_int_equal(ag_dev_synchronize(dev), AG_EINVAL);
+    /* Other streams are not captured. */
+    int other = 0;
+    assert_int_equal(ag_dev_launch(dev, s2, incr_kernel, &other, "incr"), AG_OK);
+    assert_int_equal(ag_dev_stream_synchronize(dev, s2), AG_OK);
+    assert_int_equal(other, 1);
+    ag_dev_graph *g;
+    assert_int_equal(ag_dev_capture_end(dev, s1, &g), AG_OK);
+    ag_dev_graph *none = g;
+    assert_int_equal(ag_dev_capture_end(dev, s1, &none), AG_EINVAL);
+    assert_null(none);
+    assert_int_equal(ag_dev_synchronize(dev), AG_OK);
+    assert_int_equal(count, 0); /* captured, not run */
+    assert_int_equal(stats(dev).records, 0);
+
+    /* Replay three times on s3; s2 waits for the event recorded by the replay. */
+    for (int k = 0; k < 3; k++)
+        if (ag_dev_graph_launch(dev, g, s3) != AG_OK)
+            fail_msg("%s", ag_ctx_errmsg(ctx));
+    assert_int_equal(ag_dev_stream_wait_event(dev, s2, e), AG_OK);
+    assert_int_equal(ag_dev_launch(dev, s2, copy_int_kernel, &p, "copy"), AG_OK);
+    assert_int_equal(ag_dev_synchronize(dev), AG_OK);
+    assert_int_equal(count, 3);
+    assert_int_equal(seen, 3);
+    for (int k = 0; k < 16; k++)
+        assert_int_equal(out[k], 7);
+    ag_dev_stats st = stats(dev);
+    assert_int_equal(st.graph_launches, 3);
+    assert_int_equal(st.records, 3);
+    assert_int_equal(st.live_graphs, 1);
+
+    /* A graph nested into another capture, and an event kept alive by graphs. */
+    assert_int_equal(ag_dev_capture_begin(dev, s2), AG_OK);
+    assert_int_equal(ag_dev_graph_launch(dev, g, s2), AG_OK);
+    assert_int_equal(ag_dev_stream_wait_event(dev, s2, e), AG_OK);
+    ag_dev_graph *g2;
+    assert_int_equal(ag_dev_capture_end(dev, s2, &g2), AG_OK);
+    ag_dev_event_destroy(dev, e);
+    assert_int_equal(stats(dev).live_events, 0);
+    ag_dev_graph_destroy(dev, g);
+    assert_int_equal(ag_dev_graph_launch(dev, g2, s1), AG_OK);
+    assert_int_equal(ag_dev_stream_synchronize(dev, s1), AG_OK);
+    assert_int_equal(count, 4);
+
+    /* Replay refuses (all or nothing) once captured memory is gone. */
+    ag_dev_mem_free(dev, a);
+    assert_int_equal(ag_dev_graph_launch(dev, g2, s1), AG_EINVAL);
+    assert_errmsg(ctx, "operation 0");
+    assert_int_equal(ag_dev_stream_synchronize(dev, s1), AG_OK);
+    assert_int_equal(count, 4);
+    ag_dev_graph_destroy(dev, g2);
+
+    /* A stream destroyed while capturing abandons the capture (no leak). */
+    assert_int_equal(ag_dev_event_create(dev, &e), AG_OK);
+    assert_int_equal(ag_dev_capture_begin(dev, s3), AG_OK);
+    assert_int_equal(ag_dev_event_record(dev, e, s3), AG_OK);
+    ag_dev_event_destroy(dev, e);
+    ag_dev_stream_destroy(dev, s3);
+
+    ag_dev_stream_destroy(dev, s1);
+    ag_dev_stream_destroy(dev, s2);
+    ag_device_destroy(dev);
+    ag_ctx_destroy(ctx);
+    assert_int_equal(ta.live_blocks, 0);
+}
+
+static void test_capacity(void **state)
+{
+    (void)state;
+    ag_ctx *ctx = agtest_ctx();
+    ag_device *dev = sim(ctx, 4096, 0, 100);
+    void *a, *b;
+    assert_int_equal(ag_dev_mem_alloc(dev, AG_MEM_HBM, 4000, 0, &a), AG_OK);
+    assert_int_equal(ag_dev_mem_alloc(dev, AG_MEM_HBM, 96, 0, &b), AG_OK);
+    void *c = (void *)1;
+    assert_int_equal(ag_dev_mem_alloc(dev, AG_MEM_HBM, 1, 0, &c), AG_ENOMEM);
+    assert_null(c);
+    assert_errmsg(ctx, "hbm memory exhausted: 1 bytes requested, 4096 of 4096 in use");
+    assert_int_equal(ag_dev_mem_alloc(dev, AG_MEM_P2P, 1, 0, &c), AG_ENOMEM);
+    assert_errmsg(ctx, "p2p memory exhausted");
+    assert_int_equal(ag_dev_mem_alloc(dev, AG_MEM_HOST, 101, 0, &c), AG_ENOMEM);
+    ag_dev_stats st = stats(dev);
+    assert_int_equal(st.mem[AG_MEM_HBM].nfail, 1);
+    assert_int_equal(st.mem[AG_MEM_HBM].used, 4096);
+    assert_int_equal(st.mem[AG_MEM_HBM].capacity, 4096);
+    assert_int_equal(st.mem[AG_MEM_P2P].nfail, 1);
+    assert_int_equal(st.mem[AG_MEM_HOST].nfail, 1);
+    ag_dev_mem_free(dev, b);
+    assert_int_equal(ag_dev_mem_alloc(dev, AG_MEM_HBM, 96, 0, &c), AG_OK);
+    ag_dev_mem_free(dev, c);
+    ag_dev_mem_free(dev, a);
+    st = stats(dev);
+    assert_int_equal(st.mem[AG_MEM_HBM].used, 0);
+    assert_int_equal(st.mem[AG_MEM_HBM].peak, 4096);
+    assert_int_equal(st.mem[AG_MEM_HBM].nalloc, 3);
+    assert_int_equal(st.mem[AG_MEM_HBM].live, 0);
+
+#ifdef TEST_ASAN
+    /* ASan sees live device memory as addressable, slack and freed memory not. */
+    assert_int_equal(ag_dev_mem_alloc(dev, AG_MEM_HBM, 100, 4096, &c), AG_OK);
+    assert_null(__asan_region_is_poisoned(c, 100));
+    assert_true(__asan_address_is_poisoned((char *)c + 104));
+    ag_dev_mem_free(dev, c);
+    assert_true(__asan_address_is_poisoned(c));
+#endif
+
+    /* Argument checks. */
+    assert_int_equal(ag_dev_mem_alloc(dev, AG_MEM_HBM, 0, 0, &c), AG_EINVAL);
+    assert_errmsg(ctx, "mem_alloc: zero bytes");
+    assert_int_equal(ag_dev_mem_alloc(dev, AG_MEM_HBM, 8, 48, &c), AG_EINVAL);
+    assert_int_equal(ag_dev_mem_alloc(dev, AG_MEM_HBM, 8, 1u << 20, &c), AG_EINVAL);
+    assert_int_equal(ag_dev_mem_alloc(dev, (ag_mem_type)7, 8, 0, &c), AG_EINVAL);
+    assert_int_equal(ag_dev_mem_alloc(dev, AG_MEM_HBM, 8, 0, NULL), AG_EINVAL);
+    ag_device_destroy(dev);
+    ag_ctx_destroy(ctx);
+}
+
+static void test_copy_checks(void **state)
+{
+    (void)state;
+    ag_ctx *ctx = agtest_ctx();
+    ag_device *dev = sim(ctx, 1 << 20, 1 << 20, 1 << 20);
+    ag_dev_stream *s;
+    assert_int_equal(ag_dev_stream_create(dev, &s), AG_OK);
+    void *a, *b, *h;
+    char host[64] = {0};
+    assert_int_equal(ag_dev_mem_alloc(dev, AG_MEM_HBM, 64, 0, &a), AG_OK);
+    assert_int_equal(ag_dev_mem_alloc(dev, AG_MEM_HBM, 64, 0, &b), AG_OK);
+    assert_int_equal(ag_dev_mem_alloc(dev, AG_MEM_HOST, 64, 0, &h), AG_OK);
+    assert_int_equal(ag_dev_memcpy_async(dev, AG_COPY_H2D, host, host, 8, s), AG_EINVAL);
+    assert_errmsg(ctx, "destination is not inside one live HBM/P2P allocation");
+    assert_int_equal(ag_dev_memcpy_async(dev, AG_COPY_H2D, h, host, 8, s), AG_EINVAL);
+    assert_int_equal(ag_dev_memcpy_async(dev, AG_COPY_H2D, a, b, 8, s), AG_EINVAL);
+    assert_errmsg(ctx, "source is device memory");
+    assert_int_equal(ag_dev_memcpy_async(dev, AG_COPY_D2H, host, (char *)a + 60, 8, s), AG_EINVAL);
+    assert_errmsg(ctx, "stream 0");
+    assert_int_equal(ag_dev_memcpy_async(dev, AG_COPY_D2H, b, a, 8, s), AG_EINVAL);
+    assert_int_equal(ag_dev_memcpy_async(dev, AG_COPY_P2P, b, a, 8, s), AG_EINVAL);
+    assert_errmsg(ctx, "neither side is P2P memory");
+    assert_int_equal(ag_dev_memcpy_async(dev, AG_COPY_D2D, b, host, 8, s), AG_EINVAL);
+    assert_int_equal(ag_dev_memcpy_async(dev, (ag_dev_copy_kind)9, b, a, 8, s), AG_EINVAL);
+    assert_int_equal(ag_dev_memcpy_async(dev, AG_COPY_D2D, b, a, 8, NULL), AG_EINVAL);
+    assert_int_equal(ag_dev_memcpy_async(dev, AG_COPY_D2D, b, a, 0, s), AG_OK);
+    assert_int_equal(ag_dev_memset_async(dev, host, 0, 8, s), AG_EINVAL);
+    assert_int_equal(ag_dev_memset_async(dev, h, 0, 65, s), AG_EINVAL);
+    assert_int_equal(ag_dev_memset_async(dev, h, 1, 64, s), AG_OK);
+    assert_int_equal(ag_dev_launch(dev, s, NULL, NULL, "x"), AG_EINVAL);
+    assert_int_equal(ag_dev_memcpy_async(dev, AG_COPY_D2H, host, h, 64, s), AG_EINVAL);
+    assert_errmsg(ctx, "source is not inside one live HBM/P2P allocation");
+    assert_int_equal(ag_dev_stream_synchronize(dev, s), AG_OK);
+    /* HOST memory is host-accessible once the stream is synchronised. */
+    assert_int_equal(((unsigned char *)h)[63], 1);
+    assert_int_equal(ag_dev_device_state(dev, NULL), AG_DEV_HEALTHY);
+    assert_string_equal(ag_dev_copy_kind_name(AG_COPY_P2P), "p2p");
+    assert_null(ag_dev_copy_kind_name(AG_COPY_COUNT_));
+    assert_string_equal(ag_dev_entry_name(AG_DEV_E_GRAPH_LAUNCH), "graph_launch");
+    assert_null(ag_dev_entry_name(AG_DEV_E_COUNT_));
+    ag_device_destroy(dev); /* frees the stream and memory left behind */
+    ag_ctx_destroy(ctx);
+}
+
+static ag_status sync_from_kernel(void *arg)
+{
+    void **a = arg;
+    ag_device *dev = a[0];
+    ag_status *out = a[2];
+    out[0] = ag_dev_stream_synchronize(dev, a[1]);
+    out[1] = ag_dev_synchronize(dev);
+    return AG_OK;
+}
+
+static void test_poisoned(void **state)
+{
+    (void)state;
+    ag_ctx *ctx = agtest_ctx();
+    ag_device *dev = sim(ctx, 1 << 20, 0, 0);
+    ag_dev_stream *s1, *s2;
+    ag_dev_event *e;
+    assert_int_equal(ag_dev_stream_create(dev, &s1), AG_OK);
+    assert_int_equal(ag_dev_stream_create(dev, &s2), AG_OK);
+    assert_int_equal(ag_dev_event_create(dev, &e), AG_OK);
+    void *a;
+    assert_int_equal(ag_dev_mem_alloc(dev, AG_MEM_HBM, 64, 0, &a), AG_OK);
+
+    /* Waiting entries refuse to run inside a kernel. */
+    ag_status from_kernel[2] = {AG_OK, AG_OK};
+    void *args[3] = {dev, s1, from_kernel};
+    assert_int_equal(ag_dev_launch(dev, s1, sync_from_kernel, args, "sync"), AG_OK);
+    assert_int_equal(ag_dev_stream_synchronize(dev, s1), AG_OK);
+    assert_int_equal(from_kernel[0], AG_EINVAL);
+    assert_int_equal(from_kernel[1], AG_EINVAL);
+
+    /* A failing kernel poisons; work behind it is dropped; waits still return. */
+    gate g;
+    gate_init(&g);
+    int after = 0;
+    assert_int_equal(ag_dev_launch(dev, s2, gate_kernel, &g, "gate"), AG_OK);
+    assert_int_equal(ag_dev_event_record(dev, e, s2), AG_OK);
+    assert_int_equal(ag_dev_stream_wait_event(dev, s1, e), AG_OK);
+    assert_int_equal(ag_dev_launch(dev, s1, incr_kernel, &after, "incr"), AG_OK);
+    assert_int_equal(ag_dev_launch(dev, s2, fail_kernel, NULL, "broken_kernel"), AG_OK);
+    assert_int_equal(ag_dev_launch(dev, s2, incr_kernel, &after, "incr"), AG_OK);
+    gate_wait_entered(&g);
+    gate_open(&g);
+    assert_int_equal(ag_dev_stream_synchronize(dev, s2), AG_EDEVICE);
+    assert_errmsg(ctx, "kernel 'broken_kernel' failed: invalid argument");
+    assert_int_equal(ag_dev_stream_synchronize(dev, s1), AG_EDEVICE);
+    const char *why = NULL;
+    assert_int_equal(ag_dev_device_state(dev, &why), AG_DEV_POISONED);
+    assert_non_null(strstr(why, "broken_kernel"));
+    /* s1 may have run its kernel before the fault; s2's was dropped. */
+    assert_true(after <= 1);
+    assert_true(stats(dev).dropped >= 1);
+
+    /* Sticky: everything fails with the reason, cleanup still works. */
+    void *b = NULL;
+    assert_int_equal(ag_dev_mem_alloc(dev, AG_MEM_HBM, 64, 0, &b), AG_EDEVICE);
+    assert_errmsg(ctx, "poisoned: stream 1: kernel 'broken_kernel'");
+    assert_int_equal(ag_dev_memset_async(dev, a, 0, 64, s1), AG_EDEVICE);
+    assert_int_equal(ag_dev_event_record(dev, e, s1), AG_EDEVICE);
+    assert_int_equal(ag_dev_synchronize(dev), AG_EDEVICE);
+    assert_int_equal(ag_dev_event_synchronize(dev, e), AG_EDEVICE);
+    ag_dev_stream *s3 = NULL;
+    assert_int_equal(ag_dev_stream_create(dev, &s3), AG_EDEVICE);
+    assert_null(s3);
+    ag_dev_poison(dev, "second fault");
+    assert_int_equal(ag_dev_device_state(dev, &why), AG_DEV_POISONED);
+    assert_null(strstr(why, "second"));
+    ag_dev_mem_free(dev, a);
+    assert_int_equal(stats(dev).mem[AG_MEM_HBM].used, 0);
+    ag_dev_event_destroy(dev, e);
+    ag_dev_stream_destroy(dev, s1);
+    ag_dev_stream_destroy(dev, s2);
+    ag_device_destroy(dev);
+    gate_fini(&g);
+    ag_ctx_destroy(ctx);
+}
+
+/* Work that touches memory freed before it ran is a device fault, caught
+ * before any byte is touched (so ASan stays quiet). */
+static void test_use_after_free_poisons(void **state)
+{
+    (void)state;
+    ag_ctx *ctx = agtest_ctx();
+    ag_device *dev = sim(ctx, 1 << 20, 0, 0);
+    ag_dev_stream *s;
+    assert_int_equal(ag_dev_stream_create(dev, &s), AG_OK);
+    void *a;
+    assert_int_equal(ag_dev_mem_alloc(dev, AG_MEM_HBM, 64, 0, &a), AG_OK);
+    gate g;
+    gate_init(&g);
+    assert_int_equal(ag_dev_launch(dev, s, gate_kernel, &g, "gate"), AG_OK);
+    assert_int_equal(ag_dev_memset_async(dev, a, 0, 64, s), AG_OK);
+    ag_dev_mem_free(dev, a);
+    gate_open(&g);
+    assert_int_equal(ag_dev_stream_synchronize(dev, s), AG_EDEVICE);
+    assert_errmsg(ctx, "memset of 64 bytes");
+    assert_errmsg(ctx, "when it ran");
+    ag_dev_stream_destroy(dev, s);
+    ag_device_destroy(dev);
+    gate_fini(&g);
+    ag_ctx_destroy(ctx);
+}
+
+/* Destroying a device with queued work drains it first. */
+static void test_destroy_drains(void **state)
+{
+    (void)state;
+    ag_ctx *ctx = agtest_ctx();
+    ag_device *dev = sim(ctx, 1 << 20, 0, 0);
+    ag_dev_stream *s[3];
+    int count[3] = {0, 0, 0};
+    for (int k = 0; k < 3; k++)
+        assert_int_equal(ag_dev_stream_create(dev, &s[k]), AG_OK);
+    for (int r = 0; r < 200; r++)
+        for (int k = 0; k < 3; k++)
+            assert_int_equal(ag_dev_launch(dev, s[k], incr_kernel, &count[k], NULL), AG_OK);
+    ag_dev_event *e;
+    assert_int_equal(ag_dev_event_create(dev, &e), AG_OK);
+    ag_dev_graph *g;
+    assert_int_equal(ag_dev_capture_begin(dev, s[0]), AG_OK);
+    assert_int_equal(ag_dev_event_record(dev, e, s[0]), AG_OK);
+    assert_int_equal(ag_dev_capture_end(dev, s[0], &g), AG_OK);
+    ag_device_destroy(dev); /* the stream, event and graph are freed here */
+    for (int k = 0; k < 3; k++)
+        assert_int_equal(count[k], 200);
+    ag_ctx_destroy(ctx);
+}
+
+/* ---- launch_copy ---- */
+
+/* An argument block the size of a kernel-mode packet: the kernel checks that
+ * it got a 16-byte-aligned copy holding one byte value throughout, and logs
+ * the sequence number it carries. */
+typedef struct packet {
+    int *log;
+    int *len;
+    int seq;
+    unsigned char fill[5200];
+} packet;
+
+static void packet_set(packet *p, int *log, int *len, int seq)
+{
+    p->log = log;
+    p->len = len;
+    p->seq = seq;
+    memset(p->fill, seq & 0xff, sizeof p->fill);
+}
+
+static ag_status packet_kernel(void *arg)
+{
+    const packet *p = arg;
+    if ((uintptr_t)arg % AG_DEV_LAUNCH_ARGS_ALIGN != 0)
+        return AG_EINVAL; /* poisons the device, naming the kernel */
+    for (size_t k = 0; k < sizeof p->fill; k++)
+        if (p->fill[k] != (unsigned char)(p->seq & 0xff))
+            return AG_EINTERNAL;
+    p->log[(*p->len)++] = p->seq;
+    return AG_OK;
+}
+
+/* Sums a block of the largest size; the sum goes to the int after it. */
+static ag_status sum_kernel(void *arg)
+{
+    const unsigned char *b = arg;
+    int *out;
+    memcpy(&out, b, sizeof out);
+    int sum = 0;
+    for (size_t k = sizeof out; k < AG_DEV_LAUNCH_ARGS_MAX; k++)
+        sum += b[k];
+    *out = sum;
+    return AG_OK;
+}
+
+/* The caller overwrites its block right after each call, while the stream
+ * is still held by a gate: every kernel sees the bytes of its own call. */
+static void test_launch_copy_eager(void **state)
+{
+    (void)state;
+    ag_ctx *ctx = agtest_ctx();
+    ag_device *dev = sim(ctx, 1 << 20, 0, 0);
+    ag_dev_stream *s;
+    assert_int_equal(ag_dev_stream_create(dev, &s), AG_OK);
+    gate g;
+    gate_init(&g);
+    assert_int_equal(ag_dev_launch(dev, s, gate_kernel, &g, "gate"), AG_OK);
+    static packet buf;
+    int log[16], len = 0;
+    for (int k = 0; k < 10; k++) {
+        packet_set(&buf, log, &len, 40 + k);
+        assert_int_equal(ag_dev_launch_copy(dev, s, packet_kernel, &buf, sizeof buf, "packet"), AG_OK);
+        packet_set(&buf, log, &len, 99); /* reused at once */
+    }
+    assert_int_equal(len, 0); /* nothing ran yet */
+    gate_open(&g);
+    if (ag_dev_stream_synchronize(dev, s) != AG_OK)
+        fail_msg("%s", ag_ctx_errmsg(ctx));
+    assert_int_equal(len, 10);
+    for (int k = 0; k < 10; k++)
+        assert_int_equal(log[k], 40 + k);
+
+    /* The largest block is accepted whole. */
+    unsigned char *big = malloc(AG_DEV_LAUNCH_ARGS_MAX);
+    assert_non_null(big);
+    int sum = -1, *sum_at = &sum, want = 0;
+    memcpy(big, &sum_at, sizeof sum_at);
+    for (size_t k = sizeof sum_at; k < AG_DEV_LAUNCH_ARGS_MAX; k++) {
+        big[k] = (unsigned char)(k * 7);
+        want += big[k];
+    }
+    assert_int_equal(ag_dev_launch_copy(dev, s, sum_kernel, big, AG_DEV_LAUNCH_ARGS_MAX, NULL), AG_OK);
+    memset(big, 0, AG_DEV_LAUNCH_ARGS_MAX);
+    free(big);
+    assert_int_equal(ag_dev_stream_synchronize(dev, s), AG_OK);
+    assert_int_equal(sum, want);
+    assert_int_equal(stats(dev).launches, 12);
+
+    /* Argument checks: nothing enqueued, message names the entry. */
+    assert_int_equal(ag_dev_launch_copy(dev, s, packet_kernel, &buf, 0, "packet"), AG_EINVAL);
+    assert_errmsg(ctx, "launch_copy: argument block of 0 bytes");
+    assert_int_equal(ag_dev_launch_copy(dev, s, packet_kernel, &buf, AG_DEV_LAUNCH_ARGS_MAX + 1u, "packet"),
+                     AG_EINVAL);
+    assert_errmsg(ctx, "must be 1 to");
+    assert_int_equal(ag_dev_launch_copy(dev, s, packet_kernel, NULL, 8, "packet"), AG_EINVAL);
+    assert_errmsg(ctx, "argument block is NULL");
+    assert_int_equal(ag_dev_launch_copy(dev, s, NULL, &buf, 8, "packet"), AG_EINVAL);
+    assert_int_equal(ag_dev_launch_copy(dev, NULL, packet_kernel, &buf, 8, "packet"), AG_EINVAL);
+    assert_int_equal(ag_dev_synchronize(dev), AG_OK);
+    assert_int_equal(stats(dev).launches, 12);
+
+    /* A failing kernel names itself; later calls see the poison. */
+    packet_set(&buf, log, &len, 3);
+    buf.fill[100] ^= 1;
+    assert_int_equal(ag_dev_launch_copy(dev, s, packet_kernel, &buf, sizeof buf, "packet"), AG_OK);
+    assert_int_equal(ag_dev_stream_synchronize(dev, s), AG_EDEVICE);
+    assert_errmsg(ctx, "kernel 'packet' failed");
+    assert_int_equal(ag_dev_launch_copy(dev, s, packet_kernel, &buf, sizeof buf, "packet"), AG_EDEVICE);
+    ag_dev_stream_destroy(dev, s);
+    ag_device_destroy(dev);
+    gate_fini(&g);
+    ag_ctx_destroy(ctx);
+}
+
+/* Captured launch_copy: every replay sees the bytes of the capture, the
+ * graph owns the copies until it is destroyed (even with a replay still
+ * queued), and then they are freed. */
+static void test_launch_copy_capture(void **state)
+{
+    (void)state;
+    ag_testalloc ta;
+    ag_testalloc_init(&ta, 0, 0);
+    ag_allocator hook = ag_testalloc_hook(&ta);
+    ag_ctx *ctx = ag_ctx_create(&hook);
+    assert_non_null(ctx);
+    ag_device *dev = sim(ctx, 1 << 20, 0, 0);
+    ag_dev_stream *s1, *s2;
+    assert_int_equal(ag_dev_stream_create(dev, &s1), AG_OK);
+    assert_int_equal(ag_dev_stream_create(dev, &s2), AG_OK);
+    gate gt;
+    gate_init(&gt);
+    static packet buf;
+    int log[32], len = 0;
+    uint64_t base = ta.live_blocks;
+
+    assert_int_equal(ag_dev_capture_begin(dev, s1), AG_OK);
+    packet_set(&buf, log, &len, 7);
+    assert_int_equal(ag_dev_launch_copy(dev, s1, packet_kernel, &buf, sizeof buf, "packet"), AG_OK);
+    packet_set(&buf, log, &len, 8);
+    assert_int_equal(ag_dev_launch_copy(dev, s1, packet_kernel, &buf, sizeof buf, "packet"), AG_OK);
+    packet_set(&buf, log, &len, 99);
+    ag_dev_graph *g;
+    assert_int_equal(ag_dev_capture_end(dev, s1, &g), AG_OK);
+    assert_true(ta.live_blocks > base);
+    uint64_t with_graph = ta.live_blocks;
+    assert_int_equal(ag_dev_synchronize(dev), AG_OK);
+    assert_int_equal(len, 0);
+
+    for (int r = 0; r < 3; r++)
+        assert_int_equal(ag_dev_graph_launch(dev, g, s1), AG_OK);
+    assert_int_equal(ta.live_blocks, with_graph); /* replays copy nothing */
+    if (ag_dev_synchronize(dev) != AG_OK)
+        fail_msg("%s", ag_ctx_errmsg(ctx));
+    assert_int_equal(len, 6);
+    for (int k = 0; k < 6; k++)
+        assert_int_equal(log[k], 7 + k % 2);
+
+    /* Nested into another capture, the copies are shared, not duplicated. */
+    assert_int_equal(ag_dev_capture_begin(dev, s2), AG_OK);
+    assert_int_equal(ag_dev_graph_launch(dev, g, s2), AG_OK);
+    ag_dev_graph *g2;
+    assert_int_equal(ag_dev_capture_end(dev, s2, &g2), AG_OK);
+
+    /* Destroyed with replays still queued behind a gate: they still run on
+     * the captured bytes (ASan checks they are not freed yet). */
+    assert_int_equal(ag_dev_launch(dev, s1, gate_kernel, &gt, "gate"), AG_OK);
+    assert_int_equal(ag_dev_graph_launch(dev, g, s1), AG_OK);
+    assert_int_equal(ag_dev_graph_launch(dev, g2, s1), AG_OK);
+    gate_wait_entered(&gt);
+    ag_dev_graph_destroy(dev, g);
+    ag_dev_graph_destroy(dev, g2);
+    gate_open(&gt);
+    assert_int_equal(ag_dev_synchronize(dev), AG_OK);
+    assert_int_equal(len, 10);
+    for (int k = 6; k < 10; k++)
+        assert_int_equal(log[k], 7 + k % 2);
+    assert_int_equal(ta.live_blocks, base);
+
+    /* Same without queued replays: destroy frees the copies at once. */
+    assert_int_equal(ag_dev_capture_begin(dev, s2), AG_OK);
+    assert_int_equal(ag_dev_launch_copy(dev, s2, packet_kernel, &buf, sizeof buf, "packet"), AG_OK);
+    assert_int_equal(ag_dev_capture_end(dev, s2, &g), AG_OK);
+    ag_dev_graph_destroy(dev, g);
+    assert_int_equal(ta.live_blocks, base);
+
+    /* Eager copies are freed once the work ran and the host synchronised;
+     * an abandoned capture frees its copies too. */
+    for (int k = 0; k < 5; k++) {
+        packet_set(&buf, log, &len, k);
+        assert_int_equal(ag_dev_launch_copy(dev, s2, packet_kernel, &buf, sizeof buf, "packet"), AG_OK);
+    }
+    assert_int_equal(ag_dev_stream_synchronize(dev, s2), AG_OK);
+    assert_int_equal(len, 15);
+    assert_int_equal(ta.live_blocks, base);
+    assert_int_equal(ag_dev_capture_begin(dev, s2), AG_OK);
+    assert_int_equal(ag_dev_launch_copy(dev, s2, packet_kernel, &buf, sizeof buf, "packet"), AG_OK);
+    ag_dev_stream_destroy(dev, s2);
+    assert_true(ta.live_blocks < base);
+    assert_int_equal(ag_dev_device_state(dev, NULL), AG_DEV_HEALTHY);
+
+    ag_dev_stream_destroy(dev, s1);
+    ag_device_destroy(dev);
+    gate_fini(&gt);
+    ag_ctx_destroy(ctx);
+    assert_int_equal(ta.live_blocks, 0);
+}
+
+/* launch_copy under host OOM: every failure is AG_ENOMEM with nothing
+ * enqueued and nothing leaked (eager and captured). */
+typedef struct add_args {
+    int *counter;
+    int add;
+} add_args;
+
+static ag_status add_kernel(void *arg)
+{
+    const add_args *a = arg;
+    *a->counter += a->add;
+    return AG_OK;
+}
+
+static ag_status launch_copy_oom_body(ag_ctx *ctx, void *ud)
+{
+    (void)ud;
+    ag_device *dev = NULL;
+    ag_dev_stream *s = NULL;
+    ag_dev_graph *g = NULL;
+    int counter = 0, launched = 0;
+    ag_status st = ag_device_sim_create(ctx, NULL, &dev);
+    if (st != AG_OK)
+        return st;
+    st = ag_dev_stream_create(dev, &s);
+    for (int k = 0; k < 40 && st == AG_OK; k++) { /* past the ring's first growth */
+        add_args a = {&counter, 1};
+        st = ag_dev_launch_copy(dev, s, add_kernel, &a, sizeof a, "add");
+        launched += st == AG_OK;
+    }
+    if (st == AG_OK)
+        st = ag_dev_capture_begin(dev, s);
+    if (st == AG_OK) {
+        add_args a = {&counter, 100};
+        st = ag_dev_launch_copy(dev, s, add_kernel, &a, sizeof a, "add");
+        ag_status est = ag_dev_capture_end(dev, s, &g);
+        if (st == AG_OK)
+            st = est;
+    }
+    if (st == AG_OK)
+        st = ag_dev_graph_launch(dev, g, s);
+    if (s)
+        assert_int_equal(ag_dev_device_state(dev, NULL), AG_DEV_HEALTHY);
+    ag_dev_graph_destroy(dev, g);
+    ag_dev_stream_destroy(dev, s); /* drains; abandons a capture left open */
+    assert_int_equal(counter, launched + (st == AG_OK ? 100 : 0));
+    ag_device_destroy(dev);
+    return st;
+}
+
+static void test_launch_copy_oom(void **state)
+{
+    (void)state;
+    assert_true(AG_TEST_OOM_SWEEP(launch_copy_oom_body, NULL) > 40);
+}
+
+/* AG_MEM_HOST is mapped pinned memory: kernels write it directly and the
+ * host reads it with plain loads once it has synchronised (stream, event or
+ * device); the host's writes before enqueuing are seen by the kernel.  Under
+ * ThreadSanitizer this checks the device publishes the order. */
+typedef struct host_rw {
+    int *host;
+    int n;
+    int add;
+} host_rw;
+
+static ag_status host_rw_kernel(void *arg)
+{
+    const host_rw *h = arg;
+    for (int k = 0; k < h->n; k++)
+        h->host[k] += h->add;
+    return AG_OK;
+}
+
+static void test_host_memory_direct(void **state)
+{
+    (void)state;
+    ag_ctx *ctx = agtest_ctx();
+    ag_device *dev = sim(ctx, 1 << 20, 0, 1 << 20);
+    ag_dev_stream *s1, *s2;
+    ag_dev_event *e;
+    assert_int_equal(ag_dev_stream_create(dev, &s1), AG_OK);
+    assert_int_equal(ag_dev_stream_create(dev, &s2), AG_OK);
+    assert_int_equal(ag_dev_event_create(dev, &e), AG_OK);
+    void *hp;
+    assert_int_equal(ag_dev_mem_alloc(dev, AG_MEM_HOST, 64 * sizeof(int), 0, &hp), AG_OK);
+    int *h = hp;
+    for (int k = 0; k < 64; k++)
+        h[k] = k; /* host writes before enqueuing */
+    host_rw arg = {h, 64, 1000};
+    assert_int_equal(ag_dev_launch_copy(dev, s1, host_rw_kernel, &arg, sizeof arg, "host_rw"), AG_OK);
+    assert_int_equal(ag_dev_stream_synchronize(dev, s1), AG_OK);
+    for (int k = 0; k < 64; k++)
+        assert_int_equal(h[k], k + 1000);
+    /* Written on s2, read after an event recorded behind it. */
+    arg.add = 1;
+    for (int r = 0; r < 50; r++) {
+        assert_int_equal(ag_dev_launch_copy(dev, s2, host_rw_kernel, &arg, sizeof arg, "host_rw"), AG_OK);
+        assert_int_equal(ag_dev_event_record(dev, e, s2), AG_OK);
+        assert_int_equal(ag_dev_event_synchronize(dev, e), AG_OK);
+        assert_int_equal(h[r % 64], r % 64 + 1001 + r);
+    }
+    /* Read after event_query says done. */
+    assert_int_equal(ag_dev_launch_copy(dev, s1, host_rw_kernel, &arg, sizeof arg, "host_rw"), AG_OK);
+    assert_int_equal(ag_dev_event_record(dev, e, s1), AG_OK);
+    bool done = false;
+    while (!done)
+        assert_int_equal(ag_dev_event_query(dev, e, &done), AG_OK);
+    assert_int_equal(h[0], 1051);
+    ag_dev_mem_free(dev, hp);
+    ag_dev_event_destroy(dev, e);
+    ag_dev_stream_destroy(dev, s1);
+    ag_dev_stream_destroy(dev, s2);
+    ag_device_destroy(dev);
+    ag_ctx_destroy(ctx);
+}
+
+/* A backend built against the first table (size AG_DEVICE_OPS_SIZE_V1):
+ * here one forwarding to a simulated device.  It keeps working, and
+ * launch_copy reports that it lacks the entry. */
+static ag_device *legacy_inner(void *impl)
+{
+    return impl;
+}
+static void lg_destroy(void *impl)
+{
+    (void)impl;
+}
+static ag_status lg_mem_alloc(void *impl, ag_mem_type type, size_t bytes, size_t align, void **out)
+{
+    return ag_dev_mem_alloc(legacy_inner(impl), type, bytes, align, out);
+}
+static void lg_mem_free(void *impl, void *ptr)
+{
+    ag_dev_mem_free(legacy_inner(impl), ptr);
+}
+static ag_status lg_memcpy(void *impl, ag_dev_copy_kind kind, void *dst, const void *src, size_t n,
+                           ag_dev_stream *s)
+{
+    return ag_dev_memcpy_async(legacy_inner(impl), kind, dst, src, n, s);
+}
+static ag_status lg_memset(void *impl, void *dst, int value, size_t n, ag_dev_stream *s)
+{
+    return ag_dev_memset_async(legacy_inner(impl), dst, value, n, s);
+}
+static ag_status lg_launch(void *impl, ag_dev_stream *s, ag_dev_kernel_fn fn, void *arg, const char *name)
+{
+    return ag_dev_launch(legacy_inner(impl), s, fn, arg, name);
+}
+static ag_status lg_stream_create(void *impl, ag_dev_stream **out)
+{
+    return ag_dev_stream_create(legacy_inner(impl), out);
+}
+static void lg_stream_destroy(void *impl, ag_dev_stream *s)
+{
+    ag_dev_stream_destroy(legacy_inner(impl), s);
+}
+static ag_status lg_stream_sync(void *impl, ag_dev_stream *s)
+{
+    return ag_dev_stream_synchronize(legacy_inner(impl), s);
+}
+static ag_status lg_event_create(void *impl, ag_dev_event **out)
+{
+    return ag_dev_event_create(legacy_inner(impl), out);
+}
+static void lg_event_destroy(void *impl, ag_dev_event *e)
+{
+    ag_dev_event_destroy(legacy_inner(impl), e);
+}
+static ag_status lg_event_record(void *impl, ag_dev_event *e, ag_dev_stream *s)
+{
+    return ag_dev_event_record(legacy_inner(impl), e, s);
+}
+static ag_status lg_stream_wait(void *impl, ag_dev_stream *s, ag_dev_event *e)
+{
+    return ag_dev_stream_wait_event(legacy_inner(impl), s, e);
+}
+static ag_status lg_event_query(void *impl, ag_dev_event *e, bool *done)
+{
+    return ag_dev_event_query(legacy_inner(impl), e, done);
+}
+static ag_status lg_event_sync(void *impl, ag_dev_event *e)
+{
+    return ag_dev_event_synchronize(legacy_inner(impl), e);
+}
+static ag_status lg_capture_begin(void *impl, ag_dev_stream *s)
+{
+    return ag_dev_capture_begin(legacy_inner(impl), s);
+}
+static ag_status lg_capture_end(void *impl, ag_dev_stream *s, ag_dev_graph **out)
+{
+    return ag_dev_capture_end(legacy_inner(impl), s, out);
+}
+static ag_status lg_graph_launch(void *impl, ag_dev_graph *g, ag_dev_stream *s)
+{
+    return ag_dev_graph_launch(legacy_inner(impl), g, s);
+}
+static void lg_graph_destroy(void *impl, ag_dev_graph *g)
+{
+    ag_dev_graph_destroy(legacy_inner(impl), g);
+}
+static ag_status lg_sync(void *impl)
+{
+    return ag_dev_synchronize(legacy_inner(impl));
+}
+static ag_dev_state lg_state(void *impl, const char **why)
+{
+    return ag_dev_device_state(legacy_inner(impl), why);
+}
+static void lg_poison(void *impl, const char *why)
+{
+    ag_dev_poison(legacy_inner(impl), why);
+}
+static void lg_stats(void *impl, ag_dev_stats *out)
+{
+    ag_dev_stats_get(legacy_inner(impl), out);
+}
+
+static void test_legacy_table(void **state)
+{
+    (void)state;
+    ag_ctx *ctx = agtest_ctx();
+    ag_device *inner = sim(ctx, 1 << 20, 0, 0), *dev = NULL;
+    ag_device_ops ops = {
+        .size = AG_DEVICE_OPS_SIZE_V1, .name = "legacy", .destroy = lg_destroy, .mem_alloc = lg_mem_alloc,
+        .mem_free = lg_mem_free, .memcpy_async = lg_memcpy, .memset_async = lg_memset, .launch = lg_launch,
+        .stream_create = lg_stream_create, .stream_destroy = lg_stream_destroy,
+        .stream_synchronize = lg_stream_sync, .event_create = lg_event_create, .event_destroy = lg_event_destroy,
+        .event_record = lg_event_record, .stream_wait_event = lg_stream_wait, .event_query = lg_event_query,
+        .event_synchronize = lg_event_sync, .capture_begin = lg_capture_begin, .capture_end = lg_capture_end,
+        .graph_launch = lg_graph_launch, .graph_destroy = lg_graph_destroy, .synchronize = lg_sync,
+        .state = lg_state, .poison = lg_poison, .stats = lg_stats,
+        .launch_copy = NULL, /* beyond size: never read */
+    };
+    assert_int_equal(ag_device_create(ctx, &ops, inner, &dev), AG_OK);
+    ag_dev_stream *s;
+    assert_int_equal(ag_dev_stream_create(dev, &s), AG_OK);
+    int count = 0;
+    assert_int_equal(ag_dev_launch(dev, s, incr_kernel, &count, "incr"), AG_OK);
+    assert_int_equal(ag_dev_launch_copy(dev, s, incr_kernel, &count, sizeof count, "incr"), AG_EUNSUPPORTED);
+    assert_errmsg(ctx, "backend 'legacy' predates");
+    assert_int_equal(ag_dev_stream_synchronize(dev, s), AG_OK);
+    assert_int_equal(count, 1);
+    ag_dev_stream_destroy(dev, s);
+    ag_device_destroy(dev);
+
+    /* A table of the current size must set the new entry; a shorter one
+     * than the first is refused. */
+    ops.size = sizeof ops;
+    assert_int_equal(ag_device_create(ctx, &ops, inner, &dev), AG_EINVAL);
+    assert_errmsg(ctx, "incomplete");
+    ops.size = AG_DEVICE_OPS_SIZE_V1 - sizeof(void *);
+    assert_int_equal(ag_device_create(ctx, &ops, inner, &dev), AG_EINVAL);
+    ag_device_destroy(inner);
+    ag_ctx_destroy(ctx);
+}
+
+/* ---- the scenario swept under host OOM and device faults ---- */
+
+/* What the scenario's kernels add up to: incr + add(1) on s2, then two
+ * replays of incr + add(2) on s1. */
+#define SCEN_KERNELS (1 + 1 + 2 * (1 + 2))
+
+typedef struct scen_out {
+    int kernels;
+    ag_dev_state state;
+} scen_out;
+
+/* Streams, events, memory of each type, copies of each kind, kernels by
+ * launch and launch_copy, a capture and two replays.  Returns the first failure; always cleans up:
+ * streams are destroyed (drained) before the memory they touch is freed. */
+static ag_status scenario(ag_device *dev, scen_out *so)
+{
+    ag_dev_stream *s1 = NULL, *s2 = NULL;
+    ag_dev_event *e = NULL;
+    ag_dev_graph *g = NULL;
+    void *a = NULL, *b = NULL, *h = NULL;
+    unsigned char in[256], out[256];
+    for (int k = 0; k < 256; k++)
+        in[k] = (unsigned char)(255 - k);
+    memset(out, 0, sizeof out);
+    add_args aa = {&so->kernels, 1};
+    bool done = false;
+    ag_status st;
+#define STEP(x)              \
+    do {                     \
+        if ((st = (x)) != AG_OK) \
+            goto out;        \
+    } while (0)
+    STEP(ag_dev_stream_create(dev, &s1));
+    STEP(ag_dev_stream_create(dev, &s2));
+    STEP(ag_dev_event_create(dev, &e));
+    STEP(ag_dev_mem_alloc(dev, AG_MEM_HBM, 256, 0, &a));
+    STEP(ag_dev_mem_alloc(dev, AG_MEM_P2P, 256, 0, &b));
+    STEP(ag_dev_mem_alloc(dev, AG_MEM_HOST, 256, 0, &h));
+    STEP(ag_dev_memcpy_async(dev, AG_COPY_H2D, a, in, 256, s1));
+    STEP(ag_dev_event_record(dev, e, s1));
+    STEP(ag_dev_stream_wait_event(dev, s2, e));
+    STEP(ag_dev_memcpy_async(dev, AG_COPY_P2P, b, a, 256, s2));
+    STEP(ag_dev_launch(dev, s2, incr_kernel, &so->kernels, "incr"));
+    STEP(ag_dev_launch_copy(dev, s2, add_kernel, &aa, sizeof aa, "add"));
+    aa.add = 1000; /* the copy was taken */
+    STEP(ag_dev_capture_begin(dev, s1));
+    STEP(ag_dev_memset_async(dev, a, 0, 16, s1));
+    STEP(ag_dev_memcpy_async(dev, AG_COPY_D2D, (char *)a + 16, b, 16, s1));
+    STEP(ag_dev_launch(dev, s1, incr_kernel, &so->kernels, "incr"));
+    aa.add = 2;
+    STEP(ag_dev_launch_copy(dev, s1, add_kernel, &aa, sizeof aa, "add"));
+    aa.add = 1000;
+    STEP(ag_dev_capture_end(dev, s1, &g));
+    STEP(ag_dev_event_record(dev, e, s2));
+    STEP(ag_dev_stream_wait_event(dev, s1, e));
+    STEP(ag_dev_graph_launch(dev, g, s1));
+    STEP(ag_dev_graph_launch(dev, g, s1));
+    STEP(ag_dev_memcpy_async(dev, AG_COPY_D2H, h, a, 256, s1));
+    STEP(ag_dev_memcpy_async(dev, AG_COPY_H2D, b, h, 256, s1));
+    STEP(ag_dev_memcpy_async(dev, AG_COPY_D2H, out, b, 256, s1));
+    STEP(ag_dev_event_record(dev, e, s1));
+    STEP(ag_dev_stream_synchronize(dev, s2));
+    STEP(ag_dev_event_synchronize(dev, e));
+    STEP(ag_dev_event_query(dev, e, &done));
+    STEP(ag_dev_synchronize(dev));
+#undef STEP
+    /* Only now may the host read what the device wrote. */
+    for (int k = 0; k < 256; k++) {
+        unsigned char want = k < 16 ? 0 : k < 32 ? in[k - 16] : in[k];
+        if (out[k] != want || !done) {
+            st = AG_EINTERNAL;
+            break;
+        }
+    }
+out:
+    so->state = ag_dev_device_state(dev, NULL);
+    ag_dev_graph_destroy(dev, g);
+    ag_dev_stream_destroy(dev, s1);
+    ag_dev_stream_destroy(dev, s2);
+    ag_dev_event_destroy(dev, e);
+    ag_dev_mem_free(dev, a);
+    ag_dev_mem_free(dev, b);
+    ag_dev_mem_free(dev, h);
+    return st;
+}
+
+static ag_status oom_body(ag_ctx *ctx, void *ud)
+{
+    (void)ud;
+    ag_device *dev = NULL;
+    ag_status cst = ag_device_sim_create(ctx, NULL, &dev);
+    if (cst != AG_OK)
+        return cst;
+    scen_out so = {0, AG_DEV_HEALTHY};
+    ag_status st = scenario(dev, &so);
+    ag_dev_stats s = stats(dev);
+    for (int t = 0; t < AG_MEM_COUNT_; t++)
+        assert_int_equal(s.mem[t].used, 0);
+    assert_int_equal(s.live_streams + s.live_events + s.live_graphs, 0);
+    assert_int_equal(so.state, AG_DEV_HEALTHY);
+    if (st == AG_OK)
+        assert_int_equal(so.kernels, SCEN_KERNELS);
+    ag_device_destroy(dev);
+    return st;
+}
+
+static void test_oom_sweep(void **state)
+{
+    (void)state;
+    assert_true(AG_TEST_OOM_SWEEP(oom_body, NULL) > 10);
+}
+
+/* Runs the scenario under a fault wrapper at every N; returns the number of
+ * runs that injected a failure. */
+static uint64_t fault_sweep(uint32_t mask, ag_dev_fault_mode mode)
+{
+    uint64_t failing = 0;
+    for (uint64_t n = 0;; n++) {
+        ag_testalloc ta;
+        ag_testalloc_init(&ta, 0, 0);
+        ag_allocator hook = ag_testalloc_hook(&ta);
+        ag_ctx *ctx = ag_ctx_create(&hook);
+        assert_non_null(ctx);
+        ag_device *inner = NULL, *dev = NULL;
+        assert_int_equal(ag_device_sim_create(ctx, NULL, &inner), AG_OK);
+        ag_dev_fault f;
+        ag_dev_fault_init(&f, mask, n, 0, mode);
+        assert_int_equal(ag_device_fault_wrap(ctx, inner, &f, &dev), AG_OK);
+        assert_string_equal(ag_device_backend(dev), "fault");
+        scen_out so = {0, AG_DEV_HEALTHY};
+        ag_status st = scenario(dev, &so);
+        if (n == 0 || f.nfail == 0) {
+            assert_int_equal(st, AG_OK);
+            assert_int_equal(so.kernels, SCEN_KERNELS);
+        } else {
+            if (st != AG_ENOMEM && st != AG_EDEVICE)
+                fprintf(stderr, "fault sweep n=%llu: %s: %s\n", (unsigned long long)n, ag_status_str(st),
+                        ag_ctx_errmsg(ctx));
+            assert_true(st == AG_ENOMEM || st == AG_EDEVICE);
+            assert_int_equal(f.nfail, 1);
+            if (mode == AG_FAULT_RETURN)
+                assert_int_equal(so.state, AG_DEV_HEALTHY);
+            else if (st == AG_EDEVICE && so.state == AG_DEV_POISONED)
+                assert_true(agtest_errmsg_has(ctx, "injected"));
+            failing++;
+        }
+        ag_dev_stats s = stats(dev);
+        for (int t = 0; t < AG_MEM_COUNT_; t++)
+            assert_int_equal(s.mem[t].used, 0);
+        assert_int_equal(s.live_streams + s.live_events + s.live_graphs, 0);
+        ag_device_destroy(dev);
+        ag_device_destroy(inner);
+        ag_ctx_destroy(ctx);
+        assert_int_equal(ta.live_blocks, 0);
+        if (n > 0 && f.nfail == 0)
+            break;
+        assert_true(n < 1000);
+    }
+    return failing;
+}
+
+static void test_fault_sweep_per_entry(void **state)
+{
+    (void)state;
+    /* 3 allocations and 6 copies in the scenario. */
+    assert_int_equal(fault_sweep(AG_DEV_ENTRY_BIT(AG_DEV_E_MEM_ALLOC), AG_FAULT_RETURN), 3);
+    assert_int_equal(fault_sweep(AG_DEV_ENTRY_BIT(AG_DEV_E_MEMCPY), AG_FAULT_RETURN), 6);
+    assert_int_equal(fault_sweep(AG_DEV_ENTRY_BIT(AG_DEV_E_MEMCPY), AG_FAULT_DEFERRED), 6);
+    assert_int_equal(fault_sweep(AG_DEV_ENTRY_BIT(AG_DEV_E_MEM_ALLOC) | AG_DEV_ENTRY_BIT(AG_DEV_E_MEMCPY),
+                                 AG_FAULT_POISON),
+                     9);
+    /* launch and launch_copy both count as AG_DEV_E_LAUNCH: 2 + 2 calls. */
+    assert_int_equal(fault_sweep(AG_DEV_ENTRY_BIT(AG_DEV_E_LAUNCH), AG_FAULT_RETURN), 4);
+    assert_int_equal(fault_sweep(AG_DEV_ENTRY_BIT(AG_DEV_E_LAUNCH), AG_FAULT_DEFERRED), 4);
+    assert_int_equal(fault_sweep(AG_DEV_ENTRY_BIT(AG_DEV_E_LAUNCH), AG_FAULT_POISON), 4);
+}
+
+static void test_fault_sweep_all_entries(void **state)
+{
+    (void)state;
+    uint64_t n = fault_sweep(AG_DEV_ENTRY_ALL, AG_FAULT_RETURN);
+    assert_int_equal(n, 30);
+    assert_int_equal(fault_sweep(AG_DEV_ENTRY_ALL, AG_FAULT_DEFERRED), n);
+    assert_int_equal(fault_sweep(AG_DEV_ENTRY_ALL, AG_FAULT_POISON), n);
+}
+
+/* A deferred fault surfaces at the next synchronisation, naming the call. */
+static void test_fault_deferred_message(void **state)
+{
+    (void)state;
+    ag_ctx *ctx = agtest_ctx();
+    ag_device *inner, *dev;
+    assert_int_equal(ag_device_sim_create(ctx, NULL, &inner), AG_OK);
+    ag_dev_fault f;
+    ag_dev_fault_init(&f, AG_DEV_ENTRY_BIT(AG_DEV_E_MEMSET), 2, 1, AG_FAULT_DEFERRED);
+    assert_int_equal(ag_device_fault_wrap(ctx, inner, &f, &dev), AG_OK);
+    ag_dev_stream *s;
+    void *a;
+    assert_int_equal(ag_dev_stream_create(dev, &s), AG_OK);
+    assert_int_equal(ag_dev_mem_alloc(dev, AG_MEM_HBM, 8, 0, &a), AG_OK);
+    assert_int_equal(ag_dev_memset_async(dev, a, 0, 8, s), AG_OK);
+    assert_int_equal(ag_dev_memset_async(dev, a, 0, 8, s), AG_OK);
+    assert_int_equal(ag_dev_stream_synchronize(dev, s), AG_EDEVICE);
+    assert_errmsg(ctx, "kernel 'injected fault in memset_async' failed");
+    assert_int_equal(ag_dev_memset_async(dev, a, 0, 8, s), AG_EDEVICE); /* poisoned now */
+    assert_int_equal(f.calls, 3);
+    assert_int_equal(f.nfail, 2);
+    assert_int_equal(ag_dev_device_state(inner, NULL), AG_DEV_POISONED);
+    ag_dev_mem_free(dev, a);
+    ag_dev_stream_destroy(dev, s);
+    ag_device_destroy(dev);
+    ag_device_destroy(inner);
+    ag_ctx_destroy(ctx);
+}
+
+static void test_backend_table_checked(void **state)
+{
+    (void)state;
+    ag_ctx *ctx = agtest_ctx();
+    ag_device_ops ops;
+    memset(&ops, 0, sizeof ops);
+    ops.size = sizeof ops;
+    ag_device *dev = (ag_device *)1;
+    assert_int_equal(ag_device_create(ctx, &ops, NULL, &dev), AG_EINVAL);
+    assert_null(dev);
+    assert_errmsg(ctx, "incomplete");
+    ag_device_sim_config c = ag_device_sim_defaults();
+    c.size = 4;
+    assert_int_equal(ag_device_sim_create(ctx, &c, &dev), AG_EINVAL);
+    assert_int_equal(ag_device_fault_wrap(ctx, NULL, NULL, &dev), AG_EINVAL);
+    ag_device_destroy(NULL);
+    ag_ctx_destroy(ctx);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_fifo_order_and_copies),
+        cmocka_unit_test(test_asynchronous),
+        cmocka_unit_test(test_cross_stream_events),
+        cmocka_unit_test(test_capture_replay),
+        cmocka_unit_test(test_capacity),
+        cmocka_unit_test(test_copy_checks),
+        cmocka_unit_test(test_poisoned),
+        cmocka_unit_test(test_use_after_free_poisons),
+        cmocka_unit_test(test_destroy_drains),
+        cmocka_unit_test(test_oom_sweep),
+        cmocka_unit_test(test_fault_sweep_per_entry),
+        cmocka_unit_test(test_fault_sweep_all_entries),
+        cmocka_unit_test(test_fault_deferred_message),
+        cmocka_unit_test(test_backend_table_checked),
+        cmocka_unit_test(test_launch_copy_eager),
+        cmocka_unit_test(test_launch_copy_capture),
+        cmocka_unit_test(test_launch_copy_oom),
+        cmocka_unit_test(test_host_memory_direct),
+        cmocka_unit_test(test_legacy_table),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
