@@ -245,3 +245,7 @@ fi
 # Offset placement (MiniMalloc traces and synthetic traces): bench/place.sh.
 echo
 "$(dirname "$0")/place.sh" "$1"
+
+# Verifier schedules per second (10k-node graph and the corpus): bench/verify.sh.
+echo
+"$(dirname "$0")/verify.sh" "$1"

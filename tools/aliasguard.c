@@ -29,6 +29,8 @@ static const cli_command commands[] = {
      cmd_place_help},
     {"plan", "run the compile pipeline and plan static memory: arenas, offsets, lower bound", cmd_plan,
      cmd_plan_help},
+    {"verify", "compile, plan and execute the plan's memory effects over many schedules (exit 1 on a violation)",
+     cmd_verify, cmd_verify_help},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 

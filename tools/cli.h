@@ -161,6 +161,8 @@ int cmd_place(int argc, char **argv);
 void cmd_place_help(FILE *f);
 int cmd_plan(int argc, char **argv);
 void cmd_plan_help(FILE *f);
+int cmd_verify(int argc, char **argv);
+void cmd_verify_help(FILE *f);
 
 /* ---- pass explanations (tools/cmd_opt.c), shared by opt and check ---- */
 

@@ -20,6 +20,7 @@
 #include "place.h"
 #include "plan.h"
 #include "device.h"
+#include "verify.h"
 
 #ifdef __cplusplus
 extern "C" {

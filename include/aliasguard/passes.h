@@ -91,6 +91,17 @@ ag_status ag_pass_run(ag_pass_env *env, const char *name);
  * and once more last, phase "after", on the result. */
 ag_status ag_pipeline_run(ag_pass_env *env);
 
+/* Options of ag_pipeline_run_opts.  disabled names passes the run skips
+ * ("lint" skips both of its runs), so that a verifier can be shown what each
+ * pass protects; an unknown name is AG_ENOTFOUND before anything runs. */
+typedef struct ag_pipeline_opts {
+    size_t size;                 /* sizeof(ag_pipeline_opts) */
+    const char *const *disabled; /* may be NULL when ndisabled is 0 */
+    uint32_t ndisabled;
+} ag_pipeline_opts;
+/* ag_pipeline_run without the disabled passes; opts NULL runs them all. */
+ag_status ag_pipeline_run_opts(ag_pass_env *env, const ag_pipeline_opts *opts);
+
 /* GraphLint (docs/passes.md "lint"): records a warning W18888 for every
  * writer of a buffer shared by several consumers that no path of data or
  * control edges orders against another consumer of it.  Reads the graph

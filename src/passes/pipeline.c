@@ -106,3 +106,25 @@ ag_status ag_pipeline_run(ag_pass_env *env)
         AG_TRY(run_def(env, &passes[k]));
     return ag_lint_run(env, "after");
 }
+
+static bool is_disabled(const ag_pipeline_opts *opts, const char *name)
+{
+    for (uint32_t k = 0; opts && k < opts->ndisabled; k++)
+        if (strcmp(opts->disabled[k], name) == 0)
+            return true;
+    return false;
+}
+
+ag_status ag_pipeline_run_opts(ag_pass_env *env, const ag_pipeline_opts *opts)
+{
+    for (uint32_t k = 0; opts && k < opts->ndisabled; k++)
+        if (!ag_pass_find(opts->disabled[k]))
+            return ag_pass_run(env, opts->disabled[k]); /* reports the unknown name */
+    bool lint = !is_disabled(opts, passes[0].name);
+    if (lint)
+        AG_TRY(ag_lint_run(env, "before"));
+    for (uint32_t k = 1; k < N_PASSES; k++)
+        if (!is_disabled(opts, passes[k].name))
+            AG_TRY(run_def(env, &passes[k]));
+    return lint ? ag_lint_run(env, "after") : AG_OK;
+}

@@ -9,23 +9,8 @@
 set -u
 cli=$1
 here=$(cd "$(dirname "$0")" && pwd)
-manifest="$here/../../bench/corpus.json"
-cache="${AG_CORPUS_DIR:-$HOME/.cache/aliasguard/corpus}"
-if [ ! -d "$cache" ]; then
-    echo "plan_corpus: no corpus in $cache (run scripts/fetch-corpus): skipped"
-    exit 77
-fi
-command -v python3 >/dev/null 2>&1 || { echo "plan_corpus: python3 needed to read the manifest: skipped"; exit 77; }
-
-list=$(python3 - "$manifest" <<'PY'
-import json, sys
-for m in json.load(open(sys.argv[1]))["models"]:
-    inputs = m.get("inputs", {})
-    opts = ["--input-shape=%s=%s" % (k, ",".join(str(d) for d in v["dims"])) for k, v in inputs.items()]
-    opts += ["--input-value=%s=%s" % (k, v["value"]) for k, v in inputs.items() if "value" in v]
-    print(" ".join([m["id"]] + opts))
-PY
-) || { echo "plan_corpus: cannot read $manifest"; exit 1; }
+name=plan_corpus
+. "$here/models.inc"
 
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
