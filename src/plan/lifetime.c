@@ -44,6 +44,23 @@ static ag_status unknown_size(ag_plan_build_state *st, ag_node_id n, uint32_t o)
                   ag_desc_shape_known(d) ? "dtype without a size" : "shape not static");
 }
 
+/* An atomic output is first written by the clean node that zeroes it
+ * (AtomicAddrClean, ordered before the atomic node by a control edge), not
+ * by the node that accumulates into it: its buffer is alive from the
+ * earliest such clean, so nothing else may take its bytes in between. */
+static uint64_t clean_step(const ag_plan_build_state *st, ag_node_id n, uint32_t o, uint64_t step)
+{
+    const ag_graph *g = st->env.g;
+    if (!ag_ops_is_atomic_output(st->env.ops, g, n, o))
+        return step;
+    for (uint32_t k = 0; k < ag_node_num_ctrl_in(g, n); k++) {
+        ag_node_id c = ag_node_ctrl_in(g, n, k);
+        if (ag_ops_node_kind(st->env.ops, g, c) == AG_OPK_ATOMIC_CLEAN && st->step[c] < step)
+            step = st->step[c];
+    }
+    return step;
+}
+
 ag_status ag_plan_lifetimes(ag_plan_build_state *st)
 {
     const ag_graph *g = st->env.g;
@@ -69,6 +86,7 @@ ag_status ag_plan_lifetimes(ag_plan_build_state *st)
                 ps->last = step;
             if (a->is_input)
                 continue;
+            step = clean_step(st, a->node, a->index, step);
             if (step < ps->first)
                 ps->first = step;
             if (ps->producer.node == AG_NONE) {

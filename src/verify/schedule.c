@@ -1065,6 +1065,15 @@ static ag_status occupy(reuse *ru, uint32_t b, uint64_t lo, uint64_t hi)
     return s == AG_OK ? AG_OK : AG_OOM(st->ctx);
 }
 
+/* Whether node c zeroes output k (an atomic output of a node that needs a
+ * clean) before it accumulates: the clean writes the buffer first, so it is
+ * one of the buffer's writers for reuse ordering. */
+static bool is_cleaner(const vs *st, uint32_t k, ag_node_id c)
+{
+    ag_node_id n = st->out_node[k];
+    return st->out_atomic[k] && st->atomic_mode[n] == 1 && st->role[c] == R_CLEAN;
+}
+
 static ag_status prep_reuse_edges(vs *st, ag_vec *pairs)
 {
     const ag_graph *g = st->g;
@@ -1111,8 +1120,11 @@ static ag_status prep_reuse_edges(vs *st, ag_vec *pairs)
             wstep[b] = steps[n];
             ru.bsub[b] = ag_node_owner(g, n);
         }
-        ru.w_off[b + 2]++;
-        ru.a_off[b + 2] += 1 + ag_node_output_nconsumers(g, n, o);
+        uint32_t nc = 0;
+        for (uint32_t j = 0; j < ag_node_num_ctrl_in(g, n); j++)
+            nc += is_cleaner(st, k, ag_node_ctrl_in(g, n, j));
+        ru.w_off[b + 2] += 1 + nc;
+        ru.a_off[b + 2] += 1 + nc + ag_node_output_nconsumers(g, n, o);
     }
     for (uint32_t b = 0; b < nb; b++) {
         ru.w_off[b + 2] += ru.w_off[b + 1];
@@ -1131,6 +1143,13 @@ static ag_status prep_reuse_edges(vs *st, ag_vec *pairs)
         uint32_t b = t->buffer;
         ru.w[ru.w_off[b + 1]++] = n;
         ru.a[ru.a_off[b + 1]++] = n;
+        for (uint32_t j = 0; j < ag_node_num_ctrl_in(g, n); j++) {
+            ag_node_id c = ag_node_ctrl_in(g, n, j);
+            if (is_cleaner(st, k, c)) {
+                ru.w[ru.w_off[b + 1]++] = c;
+                ru.a[ru.a_off[b + 1]++] = c;
+            }
+        }
         for (uint32_t c = 0; c < ag_node_output_nconsumers(g, n, o); c++)
             ru.a[ru.a_off[b + 1]++] = ag_node_output_consumer(g, n, o, c).node;
     }
