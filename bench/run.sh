@@ -249,3 +249,10 @@ echo
 # Verifier schedules per second (10k-node graph and the corpus): bench/verify.sh.
 echo
 "$(dirname "$0")/verify.sh" "$1"
+
+# ---- kernel mode: prepare miss vs memcpy, prepare hit, launch and replay overhead ----
+if [ -x "$build/kernel" ]; then
+    echo
+    echo "kernel mode (bench/kernel.c)"
+    "$build/kernel" "${AG_BENCH_KERNEL_LAUNCHES:-100000}"
+fi

@@ -21,6 +21,7 @@
 #include "plan.h"
 #include "device.h"
 #include "verify.h"
+#include "kernel.h"
 
 #ifdef __cplusplus
 extern "C" {

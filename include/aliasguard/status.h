@@ -23,7 +23,24 @@ extern "C" {
     X(AG_ESHAPE, 10, "shape inference failed")                                \
     X(AG_EINFEASIBLE, 11, "infeasible")                                       \
     X(AG_EDEVICE, 12, "device error")                                         \
-    X(AG_EINTERNAL, 13, "internal error")
+    X(AG_EINTERNAL, 13, "internal error")                                    \
+    AG_KERNEL_STATUS_LIST(X)
+
+/* Kernel mode's band (seed 004, include/aliasguard/kernel.h): the seed's
+ * values, at or below -1000.  INVALID_ARGUMENT is an addition: the seed
+ * reports malformed calls as INTERNAL, which would make a caller's mistake
+ * read like a broken runtime; it takes the first free value after the
+ * seed's table so no seed value moves. */
+#define AG_KERNEL_STATUS_LIST(X)                                                             \
+    X(AG_KERNEL_ERR_INTERNAL, -1000, "kernel mode: internal failure")                       \
+    X(AG_KERNEL_ERR_UNSUPPORTED, -1001, "kernel mode: unsupported")                         \
+    X(AG_KERNEL_ERR_PREPARED_INCOMPATIBLE, -1002, "kernel mode: prepared run incompatible") \
+    X(AG_KERNEL_ERR_INVALID_STATE, -1003, "kernel mode: call out of lifecycle order")       \
+    X(AG_KERNEL_ERR_COUNT_EXCEEDED, -1004, "kernel mode: callable count exceeded")          \
+    X(AG_KERNEL_ERR_BYTES_EXCEEDED, -1005, "kernel mode: callable bytes exceeded")          \
+    X(AG_KERNEL_ERR_NOT_RESIDENT, -1006, "kernel mode: callable not resident")              \
+    X(AG_KERNEL_ERR_STALE, -1007, "kernel mode: stale callable handle")                     \
+    X(AG_KERNEL_ERR_INVALID_ARGUMENT, -1008, "kernel mode: invalid argument")
 
 typedef enum ag_status {
 #define AG_STATUS_ENUM_(name, value, text) name = value,
