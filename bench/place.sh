@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Offset placement benchmark: `aliasguard place` on the MiniMalloc traces A-K
-# (bench/minimalloc) and on synthetic traces of 10k, 100k and 1M buffers,
-# printing arena, lower bound, their ratio, seconds and peak RSS, plus the
-# ratio of greedy by size with best fit alone (--greedy) for comparison.
+# (bench/minimalloc), on synthetic traces of 10k, 100k and 1M buffers and,
+# when gen_graph is built, on the arenas of `gen_graph --conflicts` graphs of
+# 100k and 300k nodes (thousands of tensors alive to the end), printing
+# arena, lower bound, their ratio, seconds and peak RSS, plus the ratio of
+# greedy by size with best fit alone (--greedy) for comparison.
 # usage: bench/place.sh BUILD_DIR [EFFORT_SECONDS]
 set -euo pipefail
 build=${1:?usage: bench/place.sh BUILD_DIR [EFFORT_SECONDS]}
@@ -59,3 +61,12 @@ for n in 10000 100000 1000000; do
     gen "$n" 42 >"$work/syn_$n.csv"
     run "syn_$n" "$work/syn_$n.csv"
 done
+
+# Arenas of compiled graphs: many long-lived buffers alive with everything.
+if [ -x "$build/gen_graph" ]; then
+    for n in 100000 300000; do
+        "$build/gen_graph" "$n" 1 --conflicts >"$work/conf_$n.agt"
+        "$ag" plan --effort 0 --emit-csv "$work/conf_$n.csv" "$work/conf_$n.agt" >/dev/null
+        run "conf_$n" "$work/conf_$n.csv"
+    done
+fi

@@ -32,7 +32,9 @@ void cmd_plan_help(FILE *f)
           "Options:\n"
           "  --json                   print the plan as one JSON object\n"
           "  --align N                offset alignment in bytes, a power of two (512)\n"
-          "  --effort SECONDS         placement improvement budget (0)\n"
+          "  --effort SECONDS         extra placement search time per arena (0)\n"
+          "  --effort-nodes N         placement search nodes per arena (20000); the\n"
+          "                           plan depends on this budget, not on the clock\n"
           "  --capacity BYTES         fail when an arena needs more (0: unlimited)\n"
           "  --no-inplace             do not merge in-place outputs into their inputs\n"
           "  --no-zero-copy           copy graph inputs and outputs into the arena\n"
@@ -85,6 +87,8 @@ static int plan_option(cli_args *a, void *state)
         ps->opts.effort_seconds = e;
         return 1;
     }
+    if ((r = cli_opt_value(a, "--effort-nodes", NULL, &v)) != 0)
+        return r < 0 || !cli_parse_u64("plan", "--effort-nodes", v, &ps->opts.effort_nodes) ? -1 : 1;
     if ((r = cli_opt_value(a, "--emit-csv", NULL, &v)) != 0) {
         if (r < 0)
             return -1;

@@ -27,6 +27,9 @@ typedef struct ag_place_opts {
     uint64_t align;       /* every offset a multiple of this (1 = none) */
     uint64_t capacity;    /* 0: none; otherwise AG_EINFEASIBLE if no placement fits */
     double effort_seconds;/* improvement budget after the constructive placement (0: none) */
+    uint64_t effort_nodes;/* search node budget over all restarts (0: none); with
+                           * effort_seconds 0 the search runs on nodes alone, so the
+                           * result depends only on the input and the options */
 } ag_place_opts;
 
 typedef struct ag_place_result {

@@ -40,6 +40,9 @@ typedef struct ag_plan_opts {
     bool inplace;          /* merge in-place candidates (default true) */
     bool zero_copy;        /* root inputs/outputs in user memory (default true) */
     uint64_t capacity;     /* per arena, 0 = unlimited */
+    uint64_t effort_nodes; /* placement search nodes per arena (default 20000):
+                            * bounded by nodes, not time, so a plan is the same
+                            * on every machine and run */
 } ag_plan_opts;
 
 ag_plan_opts ag_plan_defaults(void);

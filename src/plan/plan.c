@@ -30,6 +30,7 @@ ag_plan_opts ag_plan_defaults(void)
     o.inplace = true;
     o.zero_copy = true;
     o.capacity = 0;
+    o.effort_nodes = 20000;
     return o;
 }
 
@@ -125,6 +126,7 @@ static ag_status place_arena(ag_plan_build_state *st, ag_mem_type mt, ag_plan *p
         po.align = st->opts.align ? st->opts.align : 1;
         po.capacity = st->opts.capacity;
         po.effort_seconds = st->opts.effort_seconds;
+        po.effort_nodes = st->opts.effort_nodes;
         ag_place_result res;
         memset(&res, 0, sizeof res);
         res.size = sizeof res;

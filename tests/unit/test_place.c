@@ -245,7 +245,7 @@ static void test_minimalloc(void **state)
 {
     (void)state;
     /* instances the search closes to the bound within its default second */
-    static const char *const at_bound = "ABCH";
+    static const char *const at_bound = "ABCFGHK";
     ag_ctx *ctx = agtest_ctx();
     for (char c = 'A'; c <= 'K'; c++) {
         char name[32];
@@ -281,6 +281,66 @@ static void test_minimalloc(void **state)
         assert_true((double)r.arena_bytes <= 1.25 * (double)r.lower_bound_bytes);
         free(b);
     }
+    ag_ctx_destroy(ctx);
+}
+
+/* ---- the exact search ---- */
+
+/* With the published capacity as the target, the traces the search closes
+ * (all but E and I) are placed within it. */
+static void test_minimalloc_capacity(void **state)
+{
+    (void)state;
+    static const char *const closed = "ABCDFGHJK";
+    ag_ctx *ctx = agtest_ctx();
+    for (const char *c = closed; *c; c++) {
+        char name[32];
+        snprintf(name, sizeof name, "%c.1048576.csv", *c);
+        ag_buf *b = NULL;
+        uint32_t n = load_trace(name, &b);
+        ag_place_opts o = ag_place_defaults();
+        o.capacity = 1048576;
+        o.effort_seconds = 20; /* well under 1 s in a release build */
+        ag_place_result r = {.size = sizeof r};
+        assert_int_equal(ag_place(ctx, b, n, &o, &r), AG_OK);
+        printf("%s: capacity 1048576: arena %llu (%.3f s)\n", name, (unsigned long long)r.arena_bytes, r.seconds);
+        assert_true(r.arena_bytes <= 1048576);
+        assert_int_equal(ag_place_check(ctx, b, n, 1, 1048576), AG_OK);
+        free(b);
+    }
+    ag_ctx_destroy(ctx);
+}
+
+/* A node budget without a time budget: the same offsets on every run, no
+ * worse than the constructive phase, better with more nodes. */
+static void test_effort_nodes_deterministic(void **state)
+{
+    (void)state;
+    ag_ctx *ctx = agtest_ctx();
+    ag_buf *b = NULL;
+    uint32_t n = load_trace("I.1048576.csv", &b);
+    ag_buf *c = calloc(n, sizeof *c);
+    assert_non_null(c);
+    memcpy(c, b, n * sizeof *b);
+    ag_place_opts o = ag_place_defaults();
+    o.effort_seconds = 0;
+    ag_place_result r0 = {.size = sizeof r0}, r1 = r0, r2 = r0;
+    assert_int_equal(ag_place(ctx, b, n, &o, &r0), AG_OK);
+    o.effort_nodes = 20000;
+    assert_int_equal(ag_place(ctx, b, n, &o, &r1), AG_OK);
+    assert_int_equal(ag_place(ctx, c, n, &o, &r2), AG_OK);
+    assert_int_equal(r1.arena_bytes, r2.arena_bytes);
+    for (uint32_t i = 0; i < n; i++)
+        assert_int_equal(b[i].offset, c[i].offset);
+    assert_true(r1.arena_bytes < r0.arena_bytes);
+    assert_int_equal(ag_place_check(ctx, b, n, 1, r1.arena_bytes), AG_OK);
+    o.effort_nodes = 200000;
+    assert_int_equal(ag_place(ctx, c, n, &o, &r2), AG_OK);
+    assert_true(r2.arena_bytes <= r1.arena_bytes);
+    printf("I: constructive %llu, 20k nodes %llu, 200k nodes %llu\n", (unsigned long long)r0.arena_bytes,
+           (unsigned long long)r1.arena_bytes, (unsigned long long)r2.arena_bytes);
+    free(c);
+    free(b);
     ag_ctx_destroy(ctx);
 }
 
@@ -320,12 +380,199 @@ static void test_oom(void **state)
     assert_true(AG_TEST_OOM_SWEEP(oom_body, &c) > 1);
 }
 
+/* ---- best fit against a direct reference ---- */
+
+typedef struct ref_span {
+    uint64_t off, end;
+} ref_span;
+
+static int ref_span_cmp(const void *pa, const void *pb)
+{
+    const ref_span *a = pa, *b = pb;
+    return a->off < b->off ? -1 : a->off > b->off;
+}
+
+static uint64_t ref_round(uint64_t size, uint64_t align)
+{
+    return (size + align - 1) / align * align;
+}
+
+/* Greedy by size spelled out: decreasing aligned size, then decreasing
+ * length, then index; each buffer goes into the smallest gap (lowest first
+ * among equal ones) between the placed buffers alive with it, else on top. */
+static uint64_t ref_greedy(const ag_buf *b, uint32_t n, uint64_t align, uint64_t *off)
+{
+    uint32_t *ord = malloc(sizeof *ord * (n ? n : 1));
+    bool *done = calloc(n ? n : 1, sizeof *done);
+    ref_span *sp = malloc(sizeof *sp * (n ? n : 1));
+    assert_non_null(ord);
+    assert_non_null(done);
+    assert_non_null(sp);
+    for (uint32_t i = 0; i < n; i++)
+        ord[i] = i;
+    for (uint32_t i = 1; i < n; i++) { /* insertion sort: stable on the index */
+        uint32_t x = ord[i], j = i;
+        for (; j > 0; j--) {
+            uint32_t y = ord[j - 1];
+            uint64_t sx = ref_round(b[x].size, align), sy = ref_round(b[y].size, align);
+            uint64_t lx = b[x].upper - b[x].lower, ly = b[y].upper - b[y].lower;
+            if (!(sx > sy || (sx == sy && lx > ly)))
+                break;
+            ord[j] = y;
+        }
+        ord[j] = x;
+    }
+    uint64_t arena = 0;
+    for (uint32_t t = 0; t < n; t++) {
+        uint32_t x = ord[t];
+        uint64_t sz = ref_round(b[x].size, align);
+        done[x] = true;
+        if (sz == 0) {
+            off[x] = 0;
+            continue;
+        }
+        uint32_t k = 0;
+        for (uint32_t y = 0; y < n; y++) {
+            if (y == x || !done[y] || ref_round(b[y].size, align) == 0)
+                continue;
+            if (b[y].lower < b[x].upper && b[x].lower < b[y].upper) {
+                sp[k].off = off[y];
+                sp[k].end = off[y] + ref_round(b[y].size, align);
+                k++;
+            }
+        }
+        qsort(sp, k, sizeof *sp, ref_span_cmp);
+        uint64_t cur = 0, best = UINT64_MAX, gap_best = UINT64_MAX;
+        for (uint32_t i = 0; i < k; i++) {
+            if (sp[i].off > cur && sp[i].off - cur >= sz && sp[i].off - cur < gap_best) {
+                gap_best = sp[i].off - cur;
+                best = cur;
+            }
+            cur = sp[i].end > cur ? sp[i].end : cur;
+        }
+        off[x] = best == UINT64_MAX ? cur : best;
+        arena = off[x] + sz > arena ? off[x] + sz : arena;
+    }
+    free(ord);
+    free(done);
+    free(sp);
+    return arena;
+}
+
+/* Traces in several shapes: short and long lifetimes, shared start steps,
+ * empty buffers, one long-lived group alive with everything. */
+static void shaped_bufs(uint64_t *seed, ag_buf *b, uint32_t n, int shape)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t lo, len;
+        switch (shape) {
+        case 0: /* dense: few steps */
+            lo = rnd(seed) % 12;
+            len = 1 + rnd(seed) % 6;
+            break;
+        case 1: /* activation-like: mostly short, a few long */
+            lo = i / 2;
+            len = rnd(seed) % 10 == 0 ? 1 + rnd(seed) % (n + 1) : 1 + rnd(seed) % 4;
+            break;
+        default: /* a tenth lives to the end */
+            lo = i;
+            len = i % 10 == 0 ? n + 1 - i : 1 + rnd(seed) % 8;
+            break;
+        }
+        b[i].lower = lo;
+        b[i].upper = lo + len;
+        b[i].size = rnd(seed) % 9 == 0 ? 0 : 1 + rnd(seed) % (shape == 2 ? 64 : 5000);
+        b[i].offset = 0;
+    }
+}
+
+static void test_greedy_reference(void **state)
+{
+    (void)state;
+    ag_ctx *ctx = agtest_ctx();
+    static const uint32_t sizes[] = {1, 2, 17, 150, 1200};
+    uint64_t seed = 4242;
+    for (int shape = 0; shape < 3; shape++) {
+        for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++) {
+            for (uint64_t align = 1; align <= 64; align *= 64) {
+                uint32_t n = sizes[si];
+                ag_buf *b = malloc(sizeof *b * n);
+                uint64_t *want = malloc(sizeof *want * n);
+                assert_non_null(b);
+                assert_non_null(want);
+                shaped_bufs(&seed, b, n, shape);
+                uint64_t arena = ref_greedy(b, n, align, want);
+                ag_place_result r = {.size = sizeof r};
+                assert_int_equal(ag_place_greedy_by_size(ctx, b, n, align, &r), AG_OK);
+                assert_int_equal(r.arena_bytes, arena);
+                for (uint32_t i = 0; i < n; i++)
+                    assert_int_equal(b[i].offset, want[i]);
+                assert_int_equal(ag_place_check(ctx, b, n, align, arena), AG_OK);
+                /* the portfolio starts from the same order: never worse */
+                ag_place_opts o = ag_place_defaults();
+                o.align = align;
+                o.effort_seconds = 0;
+                ag_place_result r2 = {.size = sizeof r2};
+                assert_int_equal(ag_place(ctx, b, n, &o, &r2), AG_OK);
+                assert_true(r2.arena_bytes <= arena);
+                assert_true(r2.arena_bytes >= r2.lower_bound_bytes);
+                assert_int_equal(ag_place_check(ctx, b, n, align, r2.arena_bytes), AG_OK);
+                free(b);
+                free(want);
+            }
+        }
+    }
+    ag_ctx_destroy(ctx);
+}
+
+typedef struct oom_big {
+    ag_buf *b;
+    uint32_t n;
+} oom_big;
+
+static ag_status oom_big_body(ag_ctx *ctx, void *ud)
+{
+    oom_big *c = ud;
+    ag_buf *copy = malloc(sizeof *copy * c->n);
+    assert_non_null(copy);
+    memcpy(copy, c->b, sizeof *copy * c->n);
+    ag_place_opts o = ag_place_defaults();
+    o.effort_seconds = 0;
+    ag_place_result r = {.size = sizeof r};
+    ag_status st = ag_place(ctx, copy, c->n, &o, &r);
+    if (st == AG_OK)
+        st = ag_place_check(ctx, copy, c->n, 1, r.arena_bytes);
+    else
+        for (uint32_t i = 0; i < c->n; i++)
+            assert_int_equal(copy[i].offset, c->b[i].offset);
+    free(copy);
+    return st;
+}
+
+/* Enough buffers that the interval storage grows several times. */
+static void test_oom_large(void **state)
+{
+    (void)state;
+    oom_big c;
+    uint64_t seed = 99;
+    c.n = 3000;
+    c.b = malloc(sizeof *c.b * c.n);
+    assert_non_null(c.b);
+    shaped_bufs(&seed, c.b, c.n, 1);
+    assert_true(AG_TEST_OOM_SWEEP(oom_big_body, &c) > 3);
+    free(c.b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_check_catches),     cmocka_unit_test(test_tiny_optimal),
         cmocka_unit_test(test_random_valid),      cmocka_unit_test(test_bounds_and_capacity),
         cmocka_unit_test(test_minimalloc),        cmocka_unit_test(test_oom),
+        cmocka_unit_test(test_greedy_reference),
+        cmocka_unit_test(test_oom_large),
+        cmocka_unit_test(test_minimalloc_capacity),
+        cmocka_unit_test(test_effort_nodes_deterministic),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
