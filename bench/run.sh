@@ -250,6 +250,21 @@ echo
 echo
 "$(dirname "$0")/verify.sh" "$1"
 
+# ---- allocator: cached pair vs glibc malloc; multi-stream traces, multi vs baseline ----
+if [ -x "$build/alloc" ]; then
+    echo
+    echo "allocator (bench/alloc.c)"
+    "$build/alloc" pair
+    mkdir -p "$data"
+    "$build/alloc" synth 1 20000 4 > "$data/alloc_synth4.trace"
+    "$build/alloc" compare "$data/alloc_synth4.trace"
+    for m in isnet_fp16 lk_turn_detector oww_embedding; do
+        f="${AG_CORPUS_DIR:-$HOME/.cache/aliasguard/corpus}/$m.onnx"
+        [ -f "$f" ] || continue
+        "$build/alloc" model "$f" 4 > "$data/alloc_$m.trace" && "$build/alloc" compare "$data/alloc_$m.trace"
+    done
+fi
+
 # ---- kernel mode: prepare miss vs memcpy, prepare hit, launch and replay overhead ----
 if [ -x "$build/kernel" ]; then
     echo

@@ -3,7 +3,8 @@
 #   1. install missing dependencies and fetch the model corpus (cached);
 #   2. build and run every test (unit, lit, fuzz replay, corpus) in a normal build;
 #   3. the same under AddressSanitizer + UndefinedBehaviorSanitizer with expensive asserts;
-#   4. libFuzzer smoke runs of every fuzz target (clang).
+#   4. the runtime and kernel-mode tests (threads) under ThreadSanitizer;
+#   5. libFuzzer smoke runs of every fuzz target (clang).
 # Prints one closing line "N passed, N failed" over all suites; exit 0 only if all pass.
 set -u
 cd "$(dirname "$0")/.."
@@ -44,6 +45,11 @@ fi
 if build build-asan -DCMAKE_BUILD_TYPE=Debug -DAG_SANITIZE=address,undefined -DAG_DEBUG_LEVEL=3; then
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
         run_ctest asan build-asan
+fi
+rt_tests=$(ls tests/unit/test_rt_*.c tests/unit/test_kernel_*.c examples/*.c 2>/dev/null |
+    sed 's|^examples/|example_|; s|.*/||; s|\.c$||' | tr '\n' ' ')
+if TARGETS="$rt_tests" build build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAG_SANITIZE=thread; then
+    TSAN_OPTIONS=halt_on_error=1 run_ctest tsan build-tsan -R '^(rt_|kernel_|example_)'
 fi
 fuzzers=$(ls tests/fuzz/fuzz_*.c 2>/dev/null | sed 's|.*/||; s|\.c$||' | tr '\n' ' ')
 if TARGETS="$fuzzers" build build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAG_FUZZ=ON; then

@@ -31,6 +31,8 @@ static const cli_command commands[] = {
      cmd_plan_help},
     {"verify", "compile, plan and execute the plan's memory effects over many schedules (exit 1 on a violation)",
      cmd_verify, cmd_verify_help},
+    {"alloc-replay", "replay an allocation trace with the multi-stream allocator and the baseline",
+     cmd_alloc_replay, cmd_alloc_replay_help},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 

@@ -163,6 +163,8 @@ int cmd_plan(int argc, char **argv);
 void cmd_plan_help(FILE *f);
 int cmd_verify(int argc, char **argv);
 void cmd_verify_help(FILE *f);
+int cmd_alloc_replay(int argc, char **argv);
+void cmd_alloc_replay_help(FILE *f);
 
 /* ---- pass explanations (tools/cmd_opt.c), shared by opt and check ---- */
 

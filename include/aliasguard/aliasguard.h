@@ -20,6 +20,7 @@
 #include "place.h"
 #include "plan.h"
 #include "device.h"
+#include "alloc.h"
 #include "verify.h"
 #include "kernel.h"
 

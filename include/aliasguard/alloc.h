@@ -1,0 +1,217 @@
+/* The multi-stream caching allocator of the device runtime (seed §4.2,
+ * docs/runtime.md "Allocator"): L1 caches device memory in page spans, L2 is
+ * one pool per stream, L3 lends blocks freed last on a stream that did not
+ * allocate them.  A baseline mode (blocks private to their stream, frees
+ * deferred on polled events) runs the same traces for comparison. */
+#ifndef ALIASGUARD_ALLOC_H
+#define ALIASGUARD_ALLOC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "ctx.h"
+#include "device.h"
+#include "status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ag_memalloc ag_memalloc;
+/* One live block.  Valid from ag_alloc_malloc until the last stream that
+ * uses it has freed it; the allocator owns it. */
+typedef struct ag_block ag_block;
+
+/* Most logical streams one allocator serves (the occupancy bitmaps are sized
+ * by the configured count, not by this limit). */
+#define AG_ALLOC_MAX_STREAMS 4096u
+
+typedef enum ag_alloc_mode {
+    AG_ALLOC_MULTI = 0,   /* seed §4.2: occupancy bitmaps, versions, event notices, borrowing */
+    AG_ALLOC_BASELINE = 1 /* per-stream private pools, cross-stream frees wait on polled events */
+} ag_alloc_mode;
+
+/* Every threshold.  ag_alloc_config_default() fills the values the docs list;
+ * change fields after it.  All sizes in bytes; powers of two where noted. */
+typedef struct ag_alloc_config {
+    size_t size;           /* sizeof(ag_alloc_config) */
+    ag_alloc_mode mode;
+    ag_mem_type mem_type;  /* memory type served (AG_MEM_HOST blocks are shared, not wandered) */
+    uint32_t nstreams;     /* logical streams 0..nstreams-1 (1..AG_ALLOC_MAX_STREAMS) */
+    uint64_t min_block;    /* request rounding quantum of the pools (power of two, >= 64; 512) */
+    uint64_t page_size;    /* L1 quantum (power of two, multiple of min_block; 64 KiB) */
+    uint64_t l1_segment;   /* least bytes L1 asks the device for at once (2 MiB) */
+    uint64_t small_size;   /* requests up to this come from small regions (1 MiB) */
+    uint64_t small_region; /* pool region for small requests (2 MiB) */
+    uint64_t large_region; /* pool region for requests below large_alone (20 MiB) */
+    uint64_t large_alone;  /* requests from here get a region of their own (10 MiB) */
+    uint64_t large_round;  /* ... rounded up to a multiple of this (2 MiB) */
+    uint64_t split_small;  /* least remainder split off in small regions (512) */
+    uint64_t split_large;  /* least remainder split off in large regions (1 MiB + 1) */
+    uint64_t max_split;    /* blocks this large are never split nor given to smaller
+                            * requests (UINT64_MAX = no limit) */
+    uint64_t l1_cache_limit; /* L1 returns free segments to the device above this (UINT64_MAX) */
+    uint32_t borrow;       /* nonzero: streams borrow blocks freed last there (L3; 1) */
+    uint32_t steal;        /* multi mode, nonzero: before asking the device, a pool takes
+                            * a wholly free region of another stream's pool, ordered
+                            * by an event (stream wait, no host blocking), and every
+                            * large request gets a region of its own (rounded to
+                            * large_round) so that regions empty often (1) */
+} ag_alloc_config;
+
+void ag_alloc_config_default(ag_alloc_config *cfg);
+
+/* Statistics: bytes are the rounded block sizes unless named "requested". */
+typedef struct ag_alloc_stream_stats {
+    uint64_t allocated, peak_allocated; /* live blocks born on this stream */
+    uint64_t cached;                    /* free bytes in this stream's pools */
+    uint64_t borrowed;                  /* bytes parked in this stream's borrow allocator */
+    uint64_t mallocs, frees, borrow_hits;
+} ag_alloc_stream_stats;
+
+typedef struct ag_alloc_stats {
+    size_t size;             /* sizeof(ag_alloc_stats): set by the caller */
+    uint64_t allocated, peak_allocated;
+    uint64_t requested, peak_requested;
+    uint64_t reserved, peak_reserved; /* device bytes held */
+    uint64_t cached;   /* reserved but in no live block: free spans of L1 and the pools, and borrow */
+    uint64_t borrowed; /* bytes parked in borrow allocators (part of allocated-by-nobody) */
+    uint64_t pending;  /* bytes freed by their user streams but not yet reusable (events) */
+    double fragmentation; /* 1 - peak_allocated / peak_reserved (0 when nothing reserved) */
+    uint64_t mallocs, frees, device_allocs, device_frees;
+    uint64_t retries; /* trim-and-retry rounds after a device refusal */
+    uint64_t ooms;    /* requests that failed for device memory */
+    uint64_t birth_recycles, borrow_recycles, local_recycles;
+    uint64_t borrow_hits, returned_home;
+    uint64_t notices_sent, notices_applied, notices_stale;
+    uint64_t event_polls, syncs; /* events queried; full synchronisations */
+    /* multi mode: shared blocks recycled without a notice (the host saw
+     * every other user's event complete, or only the birth stream used
+     * them); wholly free pool regions moved to another pool instead of
+     * growing, and how many of those moves made a stream wait on an event */
+    uint64_t polled_recycles, regions_moved, region_waits;
+} ag_alloc_stats;
+
+/* Creates an allocator over dev for the streams streams[0..cfg->nstreams-1]
+ * (borrowed; they must belong to dev and outlive the allocator).  cfg NULL
+ * means defaults with one stream.  Host allocations and errors go through
+ * ctx, always under the allocator's own lock: ctx must not be used by other
+ * threads meanwhile (it may be the device's ctx only if the device is driven
+ * from one thread).  *out owned by the caller (ag_alloc_destroy). */
+ag_status ag_alloc_create(ag_ctx *ctx, ag_device *dev, ag_dev_stream *const *streams, const ag_alloc_config *cfg,
+                          ag_memalloc **out);
+/* Synchronises the device, recycles everything and returns all memory to
+ * the device.  Blocks still live are reclaimed (counted in the stats only).
+ * NULL accepted. */
+void ag_alloc_destroy(ag_memalloc *a);
+
+/* Allocates at least size (> 0) bytes for use on stream.  Own pool first,
+ * then (multi mode) the stream's borrow allocator, then L1, then L1 trims
+ * every cache and retries.  AG_ENOMEM (device or host exhausted; the message
+ * gives requested, allocated and reserved bytes) or AG_EDEVICE. */
+ag_status ag_alloc_malloc(ag_memalloc *a, uint32_t stream, uint64_t size, ag_block **out);
+/* Stream dst starts using blk (a tensor consumed on another stream).  Call it
+ * in the order of a stream that uses blk now, before dst's use is enqueued,
+ * and make dst wait (an event) before it touches blk.  Device memory:
+ * dst becomes an occupant in every stream's view (wander); host memory:
+ * plain sharing.  Same stream: one more use.  AG_ENOMEM only. */
+ag_status ag_alloc_access(ag_memalloc *a, ag_block *blk, uint32_t dst);
+/* Stream drops one use of blk (its last use is already enqueued).  The block
+ * is recycled when the allocator knows no stream can still touch it. */
+ag_status ag_alloc_free(ag_memalloc *a, ag_block *blk, uint32_t stream);
+
+/* Event kernels: records an event on src for dst, carrying src's recycle
+ * notices and the borrowed blocks born on dst (multi mode).  AG_ENOMEM,
+ * AG_EDEVICE. */
+ag_status ag_alloc_send(ag_memalloc *a, uint32_t src, uint32_t dst);
+/* Makes dst wait for the last send from src to dst and applies what it
+ * carried: occupancy merged, blocks recycled, borrowed blocks home.  Stale
+ * notices (the block was recycled since) are skipped.  No send yet: no-op. */
+ag_status ag_alloc_wait(ag_memalloc *a, uint32_t dst, uint32_t src);
+
+/* The three sync stages: first (stream 0 to every other stream, at the
+ * start), last (every stream to stream 0, at the end), clean (synchronise
+ * the device, recycle every block and return pool memory to L1). */
+typedef enum ag_alloc_stage {
+    AG_SYNC_FIRST = 0,
+    AG_SYNC_LAST = 1,
+    AG_SYNC_CLEAN = 2
+} ag_alloc_stage;
+ag_status ag_alloc_sync(ag_memalloc *a, ag_alloc_stage stage);
+
+/* Device address of a live block, its rounded size, its birth stream. */
+void *ag_block_ptr(const ag_block *blk);
+uint64_t ag_block_size(const ag_block *blk);
+uint32_t ag_block_birth(const ag_block *blk);
+
+/* Fills *out (out->size set by the caller); stream may be NULL or an array
+ * of nstreams entries. */
+void ag_alloc_stats_get(ag_memalloc *a, ag_alloc_stats *out, ag_alloc_stream_stats *streams);
+const char *ag_alloc_mode_name(ag_alloc_mode m); /* "multi", "baseline" */
+
+/* ---- trace replay (docs/runtime.md "Trace format") ----
+ * One operation per line, '#' starts a comment:
+ *   streams N             number of streams (optional; first operation line)
+ *   alloc ID SIZE STREAM  ID (a word) is allocated for STREAM
+ *   use ID STREAM         STREAM starts using ID (cross-stream access)
+ *   free ID STREAM        STREAM drops its use of ID
+ *   record SRC DST        event kernel on SRC for DST
+ *   wait DST SRC          DST waits for SRC's last record for DST
+ *   sync                  last sync stage, then resource clean */
+typedef struct ag_alloc_trace ag_alloc_trace;
+
+/* Parses text (len bytes); errors name the file (name) and line. */
+ag_status ag_alloc_trace_parse(ag_ctx *ctx, const char *name, const char *text, size_t len,
+                               ag_alloc_trace **out);
+void ag_alloc_trace_destroy(ag_alloc_trace *t);
+uint32_t ag_alloc_trace_streams(const ag_alloc_trace *t);
+uint64_t ag_alloc_trace_ops(const ag_alloc_trace *t);
+
+/* Operation kinds, for the timing table of a replay. */
+#define AG_TRACE_OP_LIST(X) \
+    X(AG_TOP_ALLOC, "alloc") X(AG_TOP_USE, "use") X(AG_TOP_FREE, "free") X(AG_TOP_RECORD, "record") \
+    X(AG_TOP_WAIT, "wait") X(AG_TOP_SYNC, "sync")
+typedef enum ag_trace_op {
+#define AG_TRACE_OP_ENUM_(e, name) e,
+    AG_TRACE_OP_LIST(AG_TRACE_OP_ENUM_)
+#undef AG_TRACE_OP_ENUM_
+    AG_TOP_COUNT_
+} ag_trace_op;
+const char *ag_trace_op_name(ag_trace_op op);
+
+/* How a replay runs.  The timing model (docs/runtime.md): the host spends
+ * one tick per trace operation; every alloc and use enqueues a modelled
+ * kernel of kernel_ticks on its stream (0: work is instant, the device is
+ * always idle); an event is complete once the host clock has passed the
+ * finish time of its stream's work before the record. */
+typedef struct ag_alloc_replay_opts {
+    size_t size;           /* sizeof(ag_alloc_replay_opts) */
+    bool check;            /* verify every handed-out block (happens-before) */
+    uint32_t kernel_ticks; /* duration of one modelled kernel, in host operations */
+} ag_alloc_replay_opts;
+
+typedef struct ag_alloc_replay_result {
+    size_t size; /* sizeof(ag_alloc_replay_result): set by the caller */
+    ag_alloc_stats stats;     /* at the end (before the allocator is destroyed) */
+    uint64_t count[AG_TOP_COUNT_];
+    double seconds[AG_TOP_COUNT_]; /* wall time spent in each kind */
+    double total_seconds;
+    uint64_t violations; /* --check: reuses not ordered after every earlier use */
+    uint64_t device_ticks; /* modelled makespan: when the last stream finishes */
+} ag_alloc_replay_result;
+
+/* Replays t on dev (streams created here, through the timing model) with
+ * cfg (nstreams taken from the trace when cfg->nstreams is smaller); opts
+ * NULL: no check, instant kernels.  The check verifies every handed-out
+ * block against the happens-before order of the trace's events, host
+ * synchronisations, events the allocator saw complete and the waits it
+ * enqueued itself.  Ends with a sync. */
+ag_status ag_alloc_replay(ag_ctx *ctx, ag_device *dev, const ag_alloc_trace *t, const ag_alloc_config *cfg,
+                          const ag_alloc_replay_opts *opts, ag_alloc_replay_result *res);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,367 @@
+/* The allocator's public entries: configuration, creation and teardown,
+ * argument checks, the lock every entry takes, dispatch to the multi-stream
+ * or the baseline mode, the sync stages and the statistics. */
+#include <stdio.h>
+
+#include "rt/alloc_internal.h"
+
+void ag_alloc_config_default(ag_alloc_config *c)
+{
+    memset(c, 0, sizeof *c);
+    c->size = sizeof *c;
+    c->mode = AG_ALLOC_MULTI;
+    c->mem_type = AG_MEM_HBM;
+    c->nstreams = 1;
+    c->min_block = 512;
+    c->page_size = 64u << 10;
+    c->l1_segment = 2u << 20;
+    c->small_size = 1u << 20;
+    c->small_region = 2u << 20;
+    c->large_region = 20u << 20;
+    c->large_alone = 10u << 20;
+    c->large_round = 2u << 20;
+    c->split_small = 512;
+    c->split_large = (1u << 20) + 1u;
+    c->max_split = UINT64_MAX;
+    c->l1_cache_limit = UINT64_MAX;
+    c->borrow = 1;
+    c->steal = 1;
+}
+
+const char *ag_alloc_mode_name(ag_alloc_mode m)
+{
+    return m == AG_ALLOC_MULTI ? "multi" : m == AG_ALLOC_BASELINE ? "baseline" : NULL;
+}
+
+static bool pow2(uint64_t v)
+{
+    return v && !(v & (v - 1u));
+}
+
+static ag_status check_config(ag_ctx *ctx, const ag_alloc_config *c)
+{
+    if (c->size < sizeof *c)
+        return AG_ERR(ctx, AG_EINVAL, "allocator config: size %zu, expected %zu", c->size, sizeof *c);
+    if (c->mode != AG_ALLOC_MULTI && c->mode != AG_ALLOC_BASELINE)
+        return AG_ERR(ctx, AG_EINVAL, "allocator config: unknown mode %d", (int)c->mode);
+    if ((unsigned)c->mem_type >= AG_MEM_COUNT_)
+        return AG_ERR(ctx, AG_EINVAL, "allocator config: unknown memory type %d", (int)c->mem_type);
+    if (c->nstreams == 0 || c->nstreams > AG_ALLOC_MAX_STREAMS)
+        return AG_ERR(ctx, AG_EINVAL, "allocator config: nstreams %u is not in 1..%u", c->nstreams,
+                      AG_ALLOC_MAX_STREAMS);
+    if (!pow2(c->min_block) || c->min_block < 64)
+        return AG_ERR(ctx, AG_EINVAL, "allocator config: min_block %llu is not a power of two >= 64",
+                      (unsigned long long)c->min_block);
+    if (!pow2(c->page_size) || c->page_size < c->min_block)
+        return AG_ERR(ctx, AG_EINVAL, "allocator config: page_size %llu is not a power of two >= min_block",
+                      (unsigned long long)c->page_size);
+    if (c->small_size == 0 || c->small_region < c->small_size || c->large_region == 0 || c->large_round == 0 ||
+        c->l1_segment == 0)
+        return AG_ERR(ctx, AG_EINVAL,
+                      "allocator config: small_region must hold small_size; large_region, large_round and "
+                      "l1_segment must be nonzero");
+    if (c->small_region % c->min_block || c->large_region % c->min_block || c->large_round % c->min_block)
+        return AG_ERR(ctx, AG_EINVAL, "allocator config: region sizes must be multiples of min_block %llu",
+                      (unsigned long long)c->min_block);
+    if (c->large_alone > c->large_region)
+        return AG_ERR(ctx, AG_EINVAL, "allocator config: large_alone %llu exceeds large_region %llu",
+                      (unsigned long long)c->large_alone, (unsigned long long)c->large_region);
+    return AG_OK;
+}
+
+void ag_alloc_destroy(ag_memalloc *a)
+{
+    if (!a)
+        return;
+    ag_ctx *ctx = a->ctx;
+    /* Nothing queued may still touch the memory given back below. */
+    if (ag_dev_synchronize(a->dev) != AG_OK)
+        ag_ctx_clear_error(ag_device_ctx(a->dev));
+    if (a->chans) {
+        for (size_t k = 0; k < (size_t)a->n * a->n; k++) {
+            ag_chan *c = a->chans[k];
+            if (!c)
+                continue;
+            ag_dev_event_destroy(a->dev, c->ev);
+            ag_free(ctx, c->notes, c->capnotes * sizeof *c->notes);
+            ag_free(ctx, c->rows, (size_t)c->capnotes * a->w * sizeof(uint64_t));
+            ag_free(ctx, c, sizeof *c);
+        }
+        ag_free(ctx, a->chans, (size_t)a->n * a->n * sizeof *a->chans);
+    }
+    if (a->st) {
+        for (uint32_t k = 0; k < a->n; k++) {
+            ag_astream *s = &a->st[k];
+            for (uint32_t i = s->pend_head; i < s->npend; i++)
+                a->spare_ev[a->nspare_ev++] = s->pend[i].ev;
+            ag_heap_destroy(&s->pool[0]);
+            ag_heap_destroy(&s->pool[1]);
+            ag_free(ctx, s->borrow.by_birth, (size_t)a->n * sizeof *s->borrow.by_birth);
+            ag_free(ctx, s->lrec, s->caplrec * sizeof *s->lrec);
+            ag_free(ctx, s->sent, (size_t)s->caplrec * a->w * sizeof(uint64_t));
+            ag_free(ctx, s->pend, s->cappend * sizeof *s->pend);
+        }
+        ag_free(ctx, a->st, (size_t)a->n * sizeof *a->st);
+    }
+    ag_heap_destroy(&a->l1);
+    for (uint32_t k = 0; k < a->nspare_ev; k++)
+        ag_dev_event_destroy(a->dev, a->spare_ev[k]);
+    ag_free(ctx, a->spare_ev, a->capspare_ev * sizeof *a->spare_ev);
+    size_t bb = sizeof(ag_block) + (size_t)(a->n + 1u) * a->w * sizeof(uint64_t) + (size_t)a->n * sizeof(uint32_t);
+    for (ag_block *b = a->all; b;) {
+        ag_block *nx = b->all_next;
+        ag_free(ctx, b, bb);
+        b = nx;
+    }
+    ag_free(ctx, a->streams, (size_t)a->n * sizeof *a->streams);
+    ag_free(ctx, a, sizeof *a);
+}
+
+ag_status ag_alloc_create(ag_ctx *ctx, ag_device *dev, ag_dev_stream *const *streams, const ag_alloc_config *cfg,
+                          ag_memalloc **out)
+{
+    ag_alloc_config def;
+    if (!cfg) {
+        ag_alloc_config_default(&def);
+        cfg = &def;
+    }
+    if (!dev || !streams || !out)
+        return AG_ERR(ctx, AG_EINVAL, "ag_alloc_create: device, streams and out must not be NULL");
+    AG_TRY(check_config(ctx, cfg));
+    for (uint32_t k = 0; k < cfg->nstreams; k++)
+        if (!streams[k])
+            return AG_ERR(ctx, AG_EINVAL, "ag_alloc_create: stream %u is NULL", k);
+    ag_memalloc *a = ag_calloc(ctx, 1, sizeof *a);
+    if (!a)
+        return AG_OOM(ctx);
+    a->ctx = ctx;
+    a->dev = dev;
+    a->cfg = *cfg;
+    a->cfg.size = sizeof a->cfg;
+    a->n = cfg->nstreams;
+    a->w = ag_mif_words(a->n);
+    atomic_init(&a->lock, 0u);
+    ag_l1_init(a);
+    a->streams = ag_calloc(ctx, a->n, sizeof *a->streams);
+    a->st = ag_calloc(ctx, a->n, sizeof *a->st);
+    a->chans = ag_calloc(ctx, (size_t)a->n * a->n, sizeof *a->chans);
+    if (!a->streams || !a->st || !a->chans)
+        goto oom;
+    for (uint32_t k = 0; k < a->n; k++) {
+        a->streams[k] = streams[k];
+        ag_pool_init(a, k);
+        a->st[k].borrow.by_birth = ag_calloc(ctx, a->n, sizeof *a->st[k].borrow.by_birth);
+        if (!a->st[k].borrow.by_birth)
+            goto oom;
+    }
+    *out = a;
+    return AG_OK;
+oom:
+    ag_alloc_destroy(a);
+    return AG_OOM(ctx);
+}
+
+/* ---- bookkeeping ---- */
+
+void ag_stat_unpend(ag_memalloc *a, const ag_block *b)
+{
+    a->s.pending -= b->size;
+}
+
+ag_status ag_alloc_fail(ag_memalloc *a, ag_status st, uint32_t stream, uint64_t size)
+{
+    a->s.ooms += st == AG_ENOMEM;
+    if (!a->devmsg[0])
+        return st; /* host memory: the message is already there */
+    return AG_ERR(a->ctx, st,
+                  "stream %u: cannot allocate %llu bytes of %s memory (allocated %llu, reserved %llu bytes): %s",
+                  stream, (unsigned long long)size, ag_mem_type_name(a->cfg.mem_type),
+                  (unsigned long long)a->s.allocated, (unsigned long long)a->s.reserved, a->devmsg);
+}
+
+/* ---- entries ---- */
+
+static ag_status check_stream(ag_memalloc *a, const char *what, uint32_t stream)
+{
+    if (stream >= a->n)
+        return AG_ERR(a->ctx, AG_EINVAL, "%s: stream %u out of range (the allocator has %u streams)", what, stream,
+                      a->n);
+    return AG_OK;
+}
+
+static ag_status check_block(ag_memalloc *a, const char *what, const ag_block *b)
+{
+    if (!b || b->state != AG_BLK_LIVE || b->users == 0)
+        return AG_ERR(a->ctx, AG_EINVAL, "%s: the block is not live", what);
+    return AG_OK;
+}
+
+ag_status ag_alloc_malloc(ag_memalloc *a, uint32_t stream, uint64_t size, ag_block **out)
+{
+    if (!a || !out)
+        return AG_EINVAL;
+    ag_alloc_lock(a);
+    ag_status st = check_stream(a, "malloc", stream);
+    if (st == AG_OK && size == 0)
+        st = AG_ERR(a->ctx, AG_EINVAL, "malloc on stream %u: size 0", stream);
+    if (st == AG_OK && size > (UINT64_MAX >> 2))
+        st = AG_ERR(a->ctx, AG_ENOMEM, "malloc on stream %u: %llu bytes is beyond any device", stream,
+                    (unsigned long long)size);
+    if (st == AG_OK) {
+        a->devmsg[0] = '\0';
+        st = a->cfg.mode == AG_ALLOC_MULTI ? ag_multi_malloc(a, stream, size, out)
+                                           : ag_base_malloc(a, stream, size, out);
+        if (st != AG_OK)
+            st = ag_alloc_fail(a, st, stream, size);
+    }
+    ag_alloc_unlock(a);
+    return st;
+}
+
+ag_status ag_alloc_access(ag_memalloc *a, ag_block *blk, uint32_t dst)
+{
+    if (!a)
+        return AG_EINVAL;
+    ag_alloc_lock(a);
+    ag_status st = check_stream(a, "access", dst);
+    if (st == AG_OK)
+        st = check_block(a, "access", blk);
+    if (st == AG_OK)
+        st = a->cfg.mode == AG_ALLOC_MULTI ? ag_multi_access(a, blk, dst) : ag_base_access(a, blk, dst);
+    ag_alloc_unlock(a);
+    return st;
+}
+
+ag_status ag_alloc_free(ag_memalloc *a, ag_block *blk, uint32_t stream)
+{
+    if (!a)
+        return AG_EINVAL;
+    ag_alloc_lock(a);
+    ag_status st = check_stream(a, "free", stream);
+    if (st == AG_OK)
+        st = check_block(a, "free", blk);
+    if (st == AG_OK && blk->occ[stream] == 0)
+        st = AG_ERR(a->ctx, AG_EINVAL, "free on stream %u: the stream does not use the block (allocated on %u)",
+                    stream, blk->astream);
+    if (st == AG_OK)
+        st = a->cfg.mode == AG_ALLOC_MULTI ? ag_multi_free(a, blk, stream) : ag_base_free(a, blk, stream);
+    ag_alloc_unlock(a);
+    return st;
+}
+
+static ag_status send_locked(ag_memalloc *a, uint32_t src, uint32_t dst)
+{
+    AG_TRY(check_stream(a, "send", src));
+    AG_TRY(check_stream(a, "send", dst));
+    if (src == dst)
+        return AG_ERR(a->ctx, AG_EINVAL, "send: stream %u to itself", src);
+    return ag_multi_send(a, src, dst);
+}
+
+static ag_status wait_locked(ag_memalloc *a, uint32_t dst, uint32_t src)
+{
+    AG_TRY(check_stream(a, "wait", src));
+    AG_TRY(check_stream(a, "wait", dst));
+    if (src == dst)
+        return AG_ERR(a->ctx, AG_EINVAL, "wait: stream %u on itself", src);
+    return ag_multi_wait(a, dst, src);
+}
+
+ag_status ag_alloc_send(ag_memalloc *a, uint32_t src, uint32_t dst)
+{
+    if (!a)
+        return AG_EINVAL;
+    ag_alloc_lock(a);
+    ag_status st = send_locked(a, src, dst);
+    ag_alloc_unlock(a);
+    return st;
+}
+
+ag_status ag_alloc_wait(ag_memalloc *a, uint32_t dst, uint32_t src)
+{
+    if (!a)
+        return AG_EINVAL;
+    ag_alloc_lock(a);
+    ag_status st = wait_locked(a, dst, src);
+    ag_alloc_unlock(a);
+    return st;
+}
+
+static ag_status sync_locked(ag_memalloc *a, ag_alloc_stage stage)
+{
+    switch (stage) {
+    case AG_SYNC_FIRST:
+        for (uint32_t s = 1; s < a->n; s++) {
+            AG_TRY(ag_multi_send(a, 0, s));
+            AG_TRY(ag_multi_wait(a, s, 0));
+        }
+        return AG_OK;
+    case AG_SYNC_LAST:
+        for (uint32_t s = 1; s < a->n; s++) {
+            AG_TRY(ag_multi_send(a, s, 0));
+            AG_TRY(ag_multi_wait(a, 0, s));
+        }
+        return AG_OK;
+    case AG_SYNC_CLEAN:
+        if (a->cfg.mode == AG_ALLOC_MULTI)
+            return ag_multi_clean(a);
+        {
+            ag_status st = ag_dev_synchronize(a->dev);
+            if (st != AG_OK) {
+                ag_dev_note(a);
+                return AG_ERR(a->ctx, st, "resource clean: synchronising the device: %s", a->devmsg);
+            }
+        }
+        return ag_base_poll(a, true);
+    }
+    return AG_ERR(a->ctx, AG_EINVAL, "sync: unknown stage %d", (int)stage);
+}
+
+ag_status ag_alloc_sync(ag_memalloc *a, ag_alloc_stage stage)
+{
+    if (!a)
+        return AG_EINVAL;
+    ag_alloc_lock(a);
+    ag_status st = sync_locked(a, stage);
+    ag_alloc_unlock(a);
+    return st;
+}
+
+void *ag_block_ptr(const ag_block *blk)
+{
+    return (void *)blk->span->addr;
+}
+
+uint64_t ag_block_size(const ag_block *blk)
+{
+    return blk->size;
+}
+
+uint32_t ag_block_birth(const ag_block *blk)
+{
+    return blk->birth;
+}
+
+void ag_alloc_stats_get(ag_memalloc *a, ag_alloc_stats *out, ag_alloc_stream_stats *streams)
+{
+    ag_alloc_lock(a);
+    size_t sz = out->size < sizeof *out ? out->size : sizeof *out;
+    ag_alloc_stats s = a->s;
+    s.size = sz;
+    s.cached = ag_heap_cached(&a->l1);
+    s.borrowed = 0;
+    for (uint32_t k = 0; k < a->n; k++) {
+        ag_astream *as = &a->st[k];
+        uint64_t c = ag_heap_cached(&as->pool[0]) + ag_heap_cached(&as->pool[1]) + as->recent_bytes;
+        s.cached += c + as->borrow.bytes;
+        s.borrowed += as->borrow.bytes;
+        if (streams) {
+            streams[k] = as->st;
+            streams[k].cached = c;
+            streams[k].borrowed = as->borrow.bytes;
+        }
+    }
+    s.fragmentation = s.peak_reserved ? 1.0 - (double)s.peak_allocated / (double)s.peak_reserved : 0.0;
+    memcpy(out, &s, sz);
+    ag_alloc_unlock(a);
+}

@@ -1,0 +1,211 @@
+/* The baseline mode, for comparison on the same traces: the strategy of a
+ * per-stream caching allocator.  A block is private to the stream that
+ * allocated it; other streams that use it are recorded, and its free
+ * records one event on each of them.  The block returns to its pool once
+ * all those events are seen complete, polled at the next allocation. */
+#include "rt/alloc_internal.h"
+
+static void base_return(ag_memalloc *a, ag_block *b)
+{
+    b->version++;
+    a->s.birth_recycles++;
+    if (ag_recent_put(a, b))
+        return;
+    ag_heap_put(&a->st[b->birth].pool[b->pool], b->span);
+    ag_block_put(a, b);
+}
+
+static void pend_pop(ag_memalloc *a, ag_astream *s)
+{
+    ag_bpend *p = &s->pend[s->pend_head++];
+    ag_block *b = p->blk;
+    a->npend--;
+    a->spare_ev[a->nspare_ev++] = p->ev;
+    /* The host saw the point complete: whatever it enqueues from now on,
+     * on any stream, comes after it. */
+    ag_hb_join(a, UINT32_MAX, p->mark);
+    if (a->cfg.mode == AG_ALLOC_MULTI) {
+        /* Fallback of a shared block: recycled since by a notice, or not. */
+        if (b->version == p->version && b->state == AG_BLK_LIVE && b->users == 0 && --b->events == 0) {
+            ag_stat_unpend(a, b);
+            a->s.polled_recycles++;
+            ag_birth_recycle(a, b);
+        }
+    } else if (--b->events == 0) {
+        ag_stat_unpend(a, b);
+        base_return(a, b);
+    }
+    if (s->pend_head == s->npend)
+        s->pend_head = s->npend = 0;
+}
+
+ag_status ag_base_poll(ag_memalloc *a, bool block)
+{
+    if (a->npend == 0) {
+        a->s.syncs += block;
+        return AG_OK;
+    }
+    for (uint32_t k = 0; k < a->n; k++) {
+        ag_astream *s = &a->st[k];
+        while (s->pend_head < s->npend) {
+            ag_dev_event *ev = s->pend[s->pend_head].ev;
+            ag_status st;
+            bool done = false;
+            if (block) {
+                st = ag_dev_event_synchronize(a->dev, ev);
+                done = st == AG_OK;
+            } else {
+                st = ag_dev_event_query(a->dev, ev, &done);
+                a->s.event_polls++;
+            }
+            if (st != AG_OK) {
+                ag_dev_note(a);
+                return AG_ERR(a->ctx, st, "stream %u: waiting for the event of a deferred free: %s", k, a->devmsg);
+            }
+            if (!done)
+                break;
+            pend_pop(a, s);
+        }
+    }
+    if (block)
+        a->s.syncs++;
+    return AG_OK;
+}
+
+ag_status ag_base_malloc(ag_memalloc *a, uint32_t stream, uint64_t size, ag_block **out)
+{
+    AG_TRY(ag_base_poll(a, false));
+    uint64_t r = ag_pool_round(a, size);
+    ag_block *b = ag_recent_take(a, stream, r);
+    if (b) {
+        b->requested = size;
+        b->astream = b->holder = stream;
+        b->occ[stream] = 1;
+        b->users = 1;
+        ag_stat_alloc(a, b);
+        *out = b;
+        return AG_OK;
+    }
+    AG_TRY(ag_block_get(a, &b));
+    uint32_t pool = 0;
+    ag_span *span = NULL;
+    ag_status st = ag_pool_take(a, stream, r, false, &pool, &span);
+    if (st != AG_OK) {
+        ag_block_put(a, b);
+        return st;
+    }
+    b->span = span;
+    b->size = span->size;
+    b->pool = (uint8_t)pool;
+    b->birth = b->holder = b->astream = stream;
+    b->requested = size;
+    b->occ[stream] = 1;
+    b->users = 1;
+    ag_stat_alloc(a, b);
+    *out = b;
+    return AG_OK;
+}
+
+ag_status ag_base_access(ag_memalloc *a, ag_block *b, uint32_t dst)
+{
+    b->occ[dst]++;
+    b->users++;
+    if (dst != b->birth && a->cfg.mem_type != AG_MEM_HOST) {
+        b->shared = true; /* the object pool clears row 0 on reuse */
+        ag_mif_set(b->mif, a->w, 0, dst);
+    }
+    return AG_OK;
+}
+
+ag_status ag_pend_reserve(ag_memalloc *a, uint32_t stream)
+{
+    ag_astream *s = &a->st[stream];
+    if (s->npend < s->cappend)
+        return AG_OK;
+    uint32_t nc = s->cappend ? s->cappend * 2u : 16u;
+    ag_bpend *p = ag_realloc(a->ctx, s->pend, s->cappend * sizeof *p, nc * sizeof *p);
+    if (!p)
+        return AG_OOM(a->ctx);
+    s->pend = p;
+    s->cappend = nc;
+    return AG_OK;
+}
+
+/* The spare array has a slot for every event ever made, so that putting
+ * one back never allocates. */
+ag_status ag_ev_reserve(ag_memalloc *a, uint32_t stream, uint32_t need)
+{
+    while (a->nspare_ev < need) {
+        if (a->nev == a->capspare_ev) {
+            uint32_t nc = a->capspare_ev ? a->capspare_ev * 2u : 16u;
+            ag_dev_event **e = ag_realloc(a->ctx, a->spare_ev, a->capspare_ev * sizeof *e, nc * sizeof *e);
+            if (!e)
+                return AG_OOM(a->ctx);
+            a->spare_ev = e;
+            a->capspare_ev = nc;
+        }
+        ag_dev_event *ev = NULL;
+        ag_status st = ag_dev_event_create(a->dev, &ev);
+        if (st != AG_OK) {
+            ag_dev_note(a);
+            return AG_ERR(a->ctx, st, "stream %u: event for a deferred free: %s", stream, a->devmsg);
+        }
+        a->nev++;
+        a->spare_ev[a->nspare_ev++] = ev;
+    }
+    return AG_OK;
+}
+
+static ag_status base_reserve(ag_memalloc *a, uint32_t stream, uint32_t need)
+{
+    AG_TRY(ag_pend_reserve(a, stream));
+    return ag_ev_reserve(a, stream, need);
+}
+
+ag_status ag_base_free(ag_memalloc *a, ag_block *b, uint32_t stream)
+{
+    if (b->users == 1 && b->shared) {
+        uint32_t k = 0;
+        for (uint32_t u = 0; u < a->n; u++)
+            if (ag_mif_is_set(b->mif, a->w, 0, u))
+                AG_TRY(base_reserve(a, u, ++k));
+    }
+    b->occ[stream]--;
+    if (--b->users > 0)
+        return AG_OK;
+    if (!b->shared) {
+        ag_stat_unused(a, b, false);
+        base_return(a, b);
+        return AG_OK;
+    }
+    ag_stat_unused(a, b, true);
+    /* One event per recorded stream; the block is counted for all of them
+     * first, so one that cannot be recorded keeps it out of reuse. */
+    for (uint32_t u = 0; u < a->n; u++)
+        if (ag_mif_is_set(b->mif, a->w, 0, u))
+            b->events++;
+    ag_status first = AG_OK;
+    for (uint32_t u = 0; u < a->n; u++) {
+        if (!ag_mif_is_set(b->mif, a->w, 0, u))
+            continue;
+        ag_astream *s = &a->st[u];
+        ag_dev_event *ev = a->spare_ev[--a->nspare_ev];
+        uint64_t mark = ag_hb_mark(a, u); /* before the record: never claims more */
+        ag_status st = ag_dev_event_record(a->dev, ev, a->streams[u]);
+        if (st != AG_OK) {
+            a->spare_ev[a->nspare_ev++] = ev;
+            if (first == AG_OK) {
+                ag_dev_note(a);
+                first = AG_ERR(a->ctx, st, "stream %u: recording the event of a deferred free: %s", u, a->devmsg);
+            }
+            continue;
+        }
+        s->pend[s->npend].ev = ev;
+        s->pend[s->npend].blk = b;
+        s->pend[s->npend].version = b->version;
+        s->pend[s->npend].mark = mark;
+        s->npend++;
+        a->npend++;
+    }
+    return first;
+}

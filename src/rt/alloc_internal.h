@@ -1,0 +1,414 @@
+/* Internals of the multi-stream caching allocator (seed §4.2): the span heap
+ * shared by L1 and the stream pools, the MIF occupancy bitmaps, block
+ * objects with versions, the per-stream allocators (L2 pools, L3 borrow
+ * allocator, local-recycle list) and the event channels carrying notices. */
+#ifndef AG_ALLOC_INTERNAL_H
+#define AG_ALLOC_INTERNAL_H
+
+#include <sched.h>
+#include <stdatomic.h>
+
+#include "aliasguard/alloc.h"
+#include "aliasguard/device.h"
+#include "core/internal.h"
+
+/* ---- size bins: exact for the first 16 quanta, then 4 per power of two ---- */
+#define AG_NBINS 256u
+#define AG_BINWORDS (AG_NBINS / 64u)
+uint32_t ag_alloc_bin(uint64_t units);
+/* First set bit at or after from in a bin bitmap; AG_NBINS when none. */
+uint32_t ag_binmap_next(const uint64_t *map, uint32_t from);
+
+/* ---- span heap: best fit in bins, split on take, merge on put ----
+ * A region is one piece obtained from the backing (the device for L1, L1
+ * for a pool); spans tile it in address order with no gap. */
+typedef struct ag_region ag_region;
+typedef struct ag_span {
+    uintptr_t addr;
+    uint64_t size;
+    struct ag_span *prev, *next;   /* address neighbours in the region */
+    struct ag_span *fprev, *fnext; /* bin list (free spans) or spare list */
+    ag_region *region;
+    uint32_t bin;
+    bool is_free;
+} ag_span;
+
+struct ag_region {
+    uintptr_t addr;
+    uint64_t size;
+    void *cookie; /* what the backing needs to take it back */
+    ag_region *prev, *next;
+};
+
+/* grow: obtain at least size bytes, *got of them (raises its own error);
+ * release: give them back. */
+typedef ag_status (*ag_heap_grow_fn)(void *ud, uint64_t size, uintptr_t *addr, void **cookie, uint64_t *got);
+typedef void (*ag_heap_release_fn)(void *ud, uintptr_t addr, uint64_t size, void *cookie);
+
+typedef struct ag_heap {
+    ag_ctx *ctx;
+    uint64_t quantum, split_min, max_split;
+    ag_heap_grow_fn grow;
+    ag_heap_release_fn release;
+    void *ud;
+    bool poison; /* mark free spans inaccessible to ASan/Valgrind */
+    ag_span *bins[AG_NBINS];
+    uint64_t binmap[AG_BINWORDS];
+    ag_region *regions;
+    ag_region *spare_regions; /* unused region records */
+    ag_span *spare;          /* unused span nodes */
+    uint32_t nspare;
+    void **chunks;           /* node chunks, for destroy */
+    uint32_t nchunks, capchunks;
+    uint64_t reserved, used; /* bytes in regions, bytes in taken spans */
+    uint32_t nregions;
+    uint32_t nwhole; /* regions wholly free (one free span covers them) */
+} ag_heap;
+
+void ag_heap_init(ag_heap *h, ag_ctx *ctx, uint64_t quantum, uint64_t split_min, uint64_t max_split,
+                  ag_heap_grow_fn grow, ag_heap_release_fn release, void *ud, bool poison);
+/* Releases every region (taken spans included) and frees the nodes. */
+void ag_heap_destroy(ag_heap *h);
+/* Makes sure the next take can split without allocating: AG_ENOMEM. */
+ag_status ag_heap_reserve(ag_heap *h);
+/* Takes a cached span of at least size (a multiple of quantum), splitting
+ * off the remainder when it is worth keeping; NULL when none fits.  Needs a
+ * prior ag_heap_reserve. */
+ag_span *ag_heap_take(ag_heap *h, uint64_t size);
+/* Adds a free region of at least size bytes from the backing (AG_ENOMEM or the
+ * backing's status; nothing changed then). */
+ag_status ag_heap_grow(ag_heap *h, uint64_t size);
+/* Gives a taken span back, merging it with free neighbours; returns the
+ * free span that holds it now. */
+ag_span *ag_heap_put(ag_heap *h, ag_span *s);
+/* Takes a wholly free region out of the heap without releasing it (s is
+ * its only span, free); returns its cookie. */
+void *ag_heap_detach(ag_heap *h, ag_span *s);
+/* Returns every wholly free region to the backing; bytes returned. */
+uint64_t ag_heap_trim(ag_heap *h);
+/* Free bytes in the heap. */
+static inline uint64_t ag_heap_cached(const ag_heap *h) { return h->reserved - h->used; }
+/* Structural self-check (tests, expensive asserts): chains tile regions,
+ * no two free neighbours, bins hold exactly the free spans. */
+bool ag_heap_check(const ag_heap *h);
+
+/* ---- MIF: one row of W words per observing stream; bit s of row m means
+ * "as far as m knows, s still occupies the block" ---- */
+static inline uint32_t ag_mif_words(uint32_t n) { return (n + 63u) / 64u; }
+static inline void ag_mif_set(uint64_t *mif, uint32_t w, uint32_t m, uint32_t s)
+{
+    mif[(size_t)m * w + s / 64u] |= UINT64_C(1) << (s % 64u);
+}
+static inline void ag_mif_clear(uint64_t *mif, uint32_t w, uint32_t m, uint32_t s)
+{
+    mif[(size_t)m * w + s / 64u] &= ~(UINT64_C(1) << (s % 64u));
+}
+static inline bool ag_mif_is_set(const uint64_t *mif, uint32_t w, uint32_t m, uint32_t s)
+{
+    return (mif[(size_t)m * w + s / 64u] >> (s % 64u)) & 1u;
+}
+void ag_mif_set_all_observers(uint64_t *mif, uint32_t n, uint32_t s);
+bool ag_mif_any_set(const uint64_t *mif, uint32_t w, uint32_t m);
+/* Row dst &= row (dst learns what src has learnt to be released). */
+void ag_mif_merge(uint64_t *mif, uint32_t w, uint32_t dst, const uint64_t *row);
+
+/* ---- block objects ---- */
+enum { AG_BLK_FREE = 0, AG_BLK_LIVE, AG_BLK_BORROWED, AG_BLK_TRANSIT };
+enum { AG_POOL_SMALL = 0, AG_POOL_LARGE = 1 };
+
+struct ag_block {
+    ag_span *span; /* pool span holding the memory */
+    uint64_t size; /* span size */
+    uint64_t requested;
+    uint32_t birth;
+    uint32_t astream; /* the stream that allocated it this time (statistics) */
+    uint32_t version; /* bumped on every birth or borrow recycle */
+    uint32_t holder;  /* BORROWED: whose borrow allocator has it; LIVE unshared: the one occupant */
+    uint32_t bbin;    /* BORROWED: size bin */
+    uint32_t users;   /* sum of occ[] */
+    uint32_t events;  /* baseline: outstanding events */
+    uint8_t pool, state;
+    bool shared; /* MIF materialised (another stream used it since allocation) */
+    struct ag_block *all_next;          /* every block object, for destroy */
+    struct ag_block *link;              /* object pool free list */
+    struct ag_block *bs_prev, *bs_next; /* borrow: size bin list */
+    struct ag_block *bb_prev, *bb_next; /* borrow: per-birth-stream list */
+    uint32_t *occ;                      /* per-stream occupy counts */
+    uint64_t *mif;                      /* nstreams rows of W words; baseline: row 0 = recorded uses */
+};
+
+/* ---- L3 borrow allocator of one stream ---- */
+typedef struct ag_borrow {
+    ag_block *bins[AG_NBINS];
+    uint64_t binmap[AG_BINWORDS];
+    ag_block **by_birth; /* nstreams list heads */
+    uint64_t bytes;
+    uint32_t count;
+} ag_borrow;
+
+/* ---- a local-recycle entry: stream released its last use while others
+ * may still occupy the block; sent = destinations already told ---- */
+typedef struct ag_lrec {
+    ag_block *blk;
+    uint32_t version;
+    uint32_t pad_;
+} ag_lrec;
+
+/* ---- an event channel src -> dst: the device event and what the sends
+ * since the last wait carried ---- */
+typedef struct ag_notice { /* src's MIF row at the send is in the channel's rows */
+    ag_block *blk;
+    uint32_t version;
+    uint32_t pad_;
+} ag_notice;
+
+typedef struct ag_chan {
+    ag_dev_event *ev;
+    bool recorded;
+    ag_notice *notes;
+    uint64_t *rows; /* W words per note slot */
+    uint32_t nnotes, capnotes;
+    ag_block *home; /* borrowed blocks going back to dst, linked by link */
+} ag_chan;
+
+/* ---- baseline: (event, block) pairs pending per stream, in record order ---- */
+typedef struct ag_bpend {
+    ag_dev_event *ev;
+    ag_block *blk;
+    uint32_t version; /* multi mode: the block's version at the free */
+    uint32_t pad_;
+    uint64_t mark;    /* happens-before mark of the record (replay check) */
+} ag_bpend;
+
+/* Happens-before hooks of the replay's check: mark returns a token for the
+ * history of stream so far; join orders stream (UINT32_MAX: every stream,
+ * the host saw it complete) after a token.  NULL outside a checked replay. */
+typedef uint64_t (*ag_hb_mark_fn)(void *ud, uint32_t stream);
+typedef void (*ag_hb_join_fn)(void *ud, uint32_t stream, uint64_t mark);
+
+#define AG_RECENT 8u
+
+typedef struct ag_astream {
+    ag_heap pool[2]; /* L2: small and large regions */
+    ag_block *recent[AG_RECENT]; /* blocks just recycled at birth, kept whole for the next request */
+    uint32_t nrecent;
+    uint64_t recent_bytes;
+    ag_borrow borrow;
+    ag_lrec *lrec;
+    uint32_t nlrec, caplrec;
+    uint64_t *sent; /* W words per lrec slot: destinations already told */
+    ag_bpend *pend;       /* baseline FIFO */
+    uint32_t npend, cappend, pend_head;
+    ag_alloc_stream_stats st;
+} ag_astream;
+
+struct ag_memalloc {
+    ag_ctx *ctx;
+    ag_device *dev;
+    ag_alloc_config cfg;
+    atomic_uint lock; /* 0 free, 1 held (ag_alloc_lock) */
+    uint32_t n, w;
+    ag_dev_stream **streams;
+    ag_heap l1;
+    ag_astream *st;
+    ag_chan **chans; /* n*n, made on first send */
+    ag_block *all, *pool_free;
+    ag_dev_event **spare_ev; /* event pool (deferred frees, region moves) */
+    uint32_t nspare_ev, capspare_ev, nev;
+    uint64_t npend;  /* deferred-free entries queued over every stream */
+    uint32_t grow_stream; /* the stream whose pool is growing (region moves) */
+    ag_heap *grow_heap;
+    ag_hb_mark_fn hb_mark;
+    ag_hb_join_fn hb_join;
+    void *hb_ud;
+    ag_alloc_stats s;
+    char devmsg[256]; /* the device's message of its last failure */
+};
+
+/* Every entry holds the allocator's lock.  A plain test-and-set lock: the
+ * critical sections are short and uncontended in the common case, where a
+ * mutex would double the cost of a cached pair; a waiter yields its core
+ * (the holder may be synchronising a stream under the lock). */
+static inline void ag_alloc_lock(ag_memalloc *a)
+{
+    for (unsigned spins = 0;; spins++) {
+        if (!atomic_load_explicit(&a->lock, memory_order_relaxed) &&
+            !atomic_exchange_explicit(&a->lock, 1u, memory_order_acquire))
+            return;
+        if (spins >= 64u)
+            sched_yield();
+    }
+}
+static inline void ag_alloc_unlock(ag_memalloc *a)
+{
+    atomic_store_explicit(&a->lock, 0u, memory_order_release);
+}
+
+/* alloc_block.c */
+ag_status ag_block_get(ag_memalloc *a, ag_block **out);
+void ag_block_put(ag_memalloc *a, ag_block *b);
+void ag_block_mif_materialise(ag_memalloc *a, ag_block *b);
+void ag_borrow_insert(ag_memalloc *a, ag_borrow *br, ag_block *b, uint32_t holder);
+void ag_borrow_remove(ag_memalloc *a, ag_borrow *br, ag_block *b);
+/* Smallest borrowed block of at least size and at most max bytes; NULL if none. */
+ag_block *ag_borrow_take(ag_memalloc *a, ag_borrow *br, uint64_t size, uint64_t max);
+/* Local-recycle list (VersionBlocks): room for one more entry (AG_ENOMEM,
+ * asked before a free changes anything), append, and compaction, which
+ * drops entries whose block was recycled since (version changed) and
+ * entries already sent to every other stream. */
+ag_status ag_lrec_reserve(ag_memalloc *a, uint32_t stream);
+void ag_lrec_append(ag_memalloc *a, uint32_t stream, ag_block *b);
+void ag_lrec_compact(ag_memalloc *a, uint32_t stream);
+static inline uint64_t *ag_lrec_sent(ag_memalloc *a, uint32_t stream, uint32_t k);
+
+static inline uint64_t *ag_lrec_sent(ag_memalloc *a, uint32_t stream, uint32_t k)
+{
+    return a->st[stream].sent + (size_t)k * a->w;
+}
+
+/* The front cache of a stream: a block recycled at birth keeps its span for
+ * a request of the same rounded size, so the common pair costs no split and
+ * no merge.  Flushed whenever memory has to move between layers. */
+static inline ag_block *ag_recent_take(ag_memalloc *a, uint32_t stream, uint64_t size);
+static inline bool ag_recent_put(ag_memalloc *a, ag_block *b);
+void ag_recent_flush(ag_memalloc *a, uint32_t stream);
+
+/* alloc_l1.c */
+ag_status ag_l1_init(ag_memalloc *a);
+ag_status ag_pool_init(ag_memalloc *a, uint32_t stream);
+/* Pool span for size on stream (pool small or large), growing the pool
+ * from L1 (multi) or the device (baseline), trimming and retrying; tried:
+ * the caller already found no cached span there. */
+ag_status ag_pool_take(ag_memalloc *a, uint32_t stream, uint64_t size, bool tried, uint32_t *pool, ag_span **out);
+/* Request rounding (min_block is a power of two). */
+static inline uint64_t ag_pool_round(const ag_memalloc *a, uint64_t size)
+{
+    return (size + a->cfg.min_block - 1u) & ~(a->cfg.min_block - 1u);
+}
+/* Returns every stream's wholly free pool regions to their backing,
+ * synchronising a stream first when sync (its queued work may still touch
+ * memory it freed).  Bytes returned. */
+uint64_t ag_pools_release(ag_memalloc *a, bool sync);
+/* Keeps the device's message of a failing call for the allocator's own. */
+void ag_dev_note(ag_memalloc *a);
+/* Whether some region of h is wholly free. */
+bool ag_heap_has_free_region(const ag_heap *h);
+
+/* alloc_multi.c */
+ag_status ag_multi_malloc(ag_memalloc *a, uint32_t stream, uint64_t size, ag_block **out);
+ag_status ag_multi_access(ag_memalloc *a, ag_block *b, uint32_t dst);
+ag_status ag_multi_free(ag_memalloc *a, ag_block *b, uint32_t stream);
+ag_status ag_multi_send(ag_memalloc *a, uint32_t src, uint32_t dst);
+ag_status ag_multi_wait(ag_memalloc *a, uint32_t dst, uint32_t src);
+ag_status ag_multi_clean(ag_memalloc *a);
+void ag_birth_recycle(ag_memalloc *a, ag_block *b);
+
+/* Room for need more spare events (AG_ENOMEM, AG_EDEVICE). */
+ag_status ag_ev_reserve(ag_memalloc *a, uint32_t stream, uint32_t need);
+/* Room for one more deferred-free entry on stream. */
+ag_status ag_pend_reserve(ag_memalloc *a, uint32_t stream);
+static inline uint64_t ag_hb_mark(ag_memalloc *a, uint32_t stream)
+{
+    return a->hb_mark ? a->hb_mark(a->hb_ud, stream) : 0;
+}
+static inline void ag_hb_join(ag_memalloc *a, uint32_t stream, uint64_t mark)
+{
+    if (a->hb_join)
+        a->hb_join(a->hb_ud, stream, mark);
+}
+
+/* alloc_base.c */
+ag_status ag_base_malloc(ag_memalloc *a, uint32_t stream, uint64_t size, ag_block **out);
+ag_status ag_base_access(ag_memalloc *a, ag_block *b, uint32_t dst);
+ag_status ag_base_free(ag_memalloc *a, ag_block *b, uint32_t stream);
+/* Polls every stream's deferred frees in record order (block: wait for
+ * all).  Both modes: the multi mode defers a shared block's last free the
+ * same way, as a fallback to the notices its event edges carry. */
+ag_status ag_base_poll(ag_memalloc *a, bool block);
+void ag_base_release_events(ag_memalloc *a);
+
+/* Bookkeeping shared by both modes: a block handed out; its last user gone
+ * (pending: not yet reusable); recycled after having been pending. */
+static inline void ag_stat_alloc(ag_memalloc *a, const ag_block *b);
+static inline void ag_stat_unused(ag_memalloc *a, const ag_block *b, bool pending);
+void ag_stat_unpend(ag_memalloc *a, const ag_block *b);
+/* Raises the error of a failed device-memory request on stream. */
+ag_status ag_alloc_fail(ag_memalloc *a, ag_status st, uint32_t stream, uint64_t size);
+
+/* ---- hot paths, inline in every file of the allocator ---- */
+
+static inline void ag_stat_alloc(ag_memalloc *a, const ag_block *b)
+{
+    ag_alloc_stats *s = &a->s;
+    s->mallocs++;
+    s->allocated += b->size;
+    if (s->allocated > s->peak_allocated)
+        s->peak_allocated = s->allocated;
+    s->requested += b->requested;
+    if (s->requested > s->peak_requested)
+        s->peak_requested = s->requested;
+    ag_alloc_stream_stats *ss = &a->st[b->astream].st;
+    ss->mallocs++;
+    ss->allocated += b->size;
+    if (ss->allocated > ss->peak_allocated)
+        ss->peak_allocated = ss->allocated;
+}
+
+static inline void ag_stat_unused(ag_memalloc *a, const ag_block *b, bool pending)
+{
+    a->s.frees++;
+    a->s.allocated -= b->size;
+    a->s.requested -= b->requested;
+    a->st[b->astream].st.frees++;
+    a->st[b->astream].st.allocated -= b->size;
+    if (pending)
+        a->s.pending += b->size;
+}
+
+static inline ag_block *ag_recent_take(ag_memalloc *a, uint32_t stream, uint64_t size)
+{
+    ag_astream *s = &a->st[stream];
+    for (uint32_t k = s->nrecent; k-- > 0;) {
+        ag_block *b = s->recent[k];
+        if (b->size != size)
+            continue;
+        s->recent[k] = s->recent[--s->nrecent];
+        s->recent_bytes -= b->size;
+        b->state = AG_BLK_LIVE;
+        b->users = 0;
+        b->events = 0;
+        return b;
+    }
+    return NULL;
+}
+
+static inline bool ag_recent_put(ag_memalloc *a, ag_block *b)
+{
+    ag_astream *s = &a->st[b->birth];
+    /* Only small blocks: a large one kept here would keep its region from
+     * going back to L1. */
+    if (s->nrecent == AG_RECENT || b->size > a->cfg.page_size)
+        return false;
+    if (b->shared) {
+        memset(b->mif, 0, (size_t)a->n * a->w * sizeof(uint64_t));
+        memset(b->occ, 0, (size_t)a->n * sizeof(uint32_t));
+        b->shared = false;
+    }
+    b->state = AG_BLK_FREE;
+    s->recent[s->nrecent++] = b;
+    s->recent_bytes += b->size;
+    return true;
+}
+
+/* alloc_timed.c: the replay's timing model (docs/runtime.md "Trace
+ * replay and its timing model"). */
+typedef struct ag_timed ag_timed;
+/* A device forwarding to inner (borrowed) with a virtual clock; destroyed
+ * with ag_device_destroy(*out). */
+ag_status ag_timed_wrap(ag_device *inner, uint64_t kernel_ticks, ag_timed **tw, ag_device **out);
+void ag_timed_tick(ag_timed *t);                             /* the host issued one operation */
+void ag_timed_kernel(ag_timed *t, const ag_dev_stream *s);   /* a kernel enqueued on s */
+uint64_t ag_timed_now(const ag_timed *t);
+uint64_t ag_timed_makespan(const ag_timed *t);
+
+#endif

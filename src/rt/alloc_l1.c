@@ -1,0 +1,283 @@
+/* L1 and the L2 stream pools (seed §4.2.1).  L1 caches device memory in
+ * page spans shared by every stream; each stream's pools (small and large
+ * regions) cut L1 spans into blocks.  When the device refuses, L1 trims its
+ * own cache, then synchronises the streams whose pools hold wholly free
+ * regions, takes those back, and retries.  The baseline's pools sit on the
+ * device directly, as a per-stream caching allocator does. */
+#include <stdio.h>
+
+#include "rt/alloc_internal.h"
+
+void ag_dev_note(ag_memalloc *a)
+{
+    snprintf(a->devmsg, sizeof a->devmsg, "%s", ag_ctx_errmsg(ag_device_ctx(a->dev)));
+}
+
+static void reserved_add(ag_memalloc *a, uint64_t n)
+{
+    a->s.reserved += n;
+    if (a->s.reserved > a->s.peak_reserved)
+        a->s.peak_reserved = a->s.reserved;
+    a->s.device_allocs++;
+}
+
+/* Device memory in, device memory out: the backing of L1 (multi mode) and
+ * of the pools (baseline). */
+static ag_status dev_grow(void *ud, uint64_t size, uintptr_t *addr, void **cookie, uint64_t *got)
+{
+    ag_memalloc *a = ud;
+    size_t align = a->cfg.page_size < AG_DEV_MAX_ALIGN ? (size_t)a->cfg.page_size : AG_DEV_MAX_ALIGN;
+    if (a->cfg.mode == AG_ALLOC_BASELINE)
+        align = AG_DEV_DEFAULT_ALIGN;
+    void *p = NULL;
+    ag_status st = ag_dev_mem_alloc(a->dev, a->cfg.mem_type, (size_t)size, align, &p);
+    if (st != AG_OK) {
+        ag_dev_note(a);
+        return st;
+    }
+    *addr = (uintptr_t)p;
+    *cookie = p;
+    *got = size;
+    reserved_add(a, size);
+    return AG_OK;
+}
+
+static void dev_release(void *ud, uintptr_t addr, uint64_t size, void *cookie)
+{
+    ag_memalloc *a = ud;
+    (void)addr;
+    ag_dev_mem_free(a->dev, cookie);
+    a->s.reserved -= size;
+    a->s.device_frees++;
+}
+
+static uint64_t round_up(uint64_t v, uint64_t q)
+{
+    return (v + q - 1u) / q * q;
+}
+
+/* The wholly free pool region that best serves a request of size for the
+ * growing pool: of the same stream if any (no ordering needed), else the
+ * smallest, wasting at most the size asked or one L1 segment. */
+static ag_span *steal_pick(ag_memalloc *a, uint64_t size, ag_heap **from, uint32_t *owner)
+{
+    ag_span *best = NULL;
+    uint64_t limit = size + (size > a->cfg.l1_segment ? size : a->cfg.l1_segment);
+    for (uint32_t k = 0; k < a->n; k++)
+        for (uint32_t p = 0; p < 2; p++) {
+            ag_heap *h = &a->st[k].pool[p];
+            if (h == a->grow_heap || h->nwhole == 0)
+                continue;
+            /* the lowest bin of this pool holding a fitting region is
+             * close enough to its best fit */
+            uint32_t b0 = ag_alloc_bin(size / h->quantum), found = 0;
+            for (uint32_t b = ag_binmap_next(h->binmap, b0); b < AG_NBINS && !found;
+                 b = ag_binmap_next(h->binmap, b + 1u))
+                for (ag_span *s = h->bins[b]; s; s = s->fnext) {
+                    if (s->prev || s->next || s->size < size || s->size > limit)
+                        continue;
+                    found = 1;
+                    bool own = k == a->grow_stream, best_own = best && *owner == a->grow_stream;
+                    if (!best || (own && !best_own) || (own == best_own && s->size < best->size)) {
+                        best = s;
+                        *from = h;
+                        *owner = k;
+                    }
+                }
+            if (best && best->size == size && *owner == a->grow_stream)
+                return best;
+        }
+    return best;
+}
+
+/* Moves a wholly free region of another pool to the growing one instead of
+ * asking the device.  The owner's queued work may still touch it (frees are
+ * stream ordered): an event recorded on the owner and waited for by the
+ * growing stream orders that work first, without blocking the host.
+ * Returns the region's L1 span, or NULL (nothing fits, or no event). */
+static ag_span *steal(ag_memalloc *a, uint64_t size)
+{
+    ag_heap *from = NULL;
+    uint32_t owner = 0, to = a->grow_stream;
+    ag_span *s = steal_pick(a, size, &from, &owner);
+    if (!s)
+        return NULL;
+    if (owner != to) {
+        if (ag_ev_reserve(a, owner, 1) != AG_OK) {
+            ag_ctx_clear_error(a->ctx);
+            ag_ctx_clear_error(ag_device_ctx(a->dev));
+            return NULL;
+        }
+        ag_dev_event *ev = a->spare_ev[a->nspare_ev - 1u];
+        uint64_t mark = ag_hb_mark(a, owner); /* before the record: never claims more */
+        if (ag_dev_event_record(a->dev, ev, a->streams[owner]) != AG_OK ||
+            ag_dev_stream_wait_event(a->dev, a->streams[to], ev) != AG_OK) {
+            ag_ctx_clear_error(ag_device_ctx(a->dev));
+            return NULL;
+        }
+        ag_hb_join(a, to, mark);
+        a->s.region_waits++;
+    }
+    a->s.regions_moved++;
+    return ag_heap_detach(from, s);
+}
+
+/* An L1 span of at least size bytes (a multiple of the page size) for a
+ * pool region: L1's cache, a free region of another pool, the device. */
+static ag_status l1_take(ag_memalloc *a, uint64_t size, ag_span **out)
+{
+    ag_heap *h = &a->l1;
+    AG_TRY(ag_heap_reserve(h));
+    ag_span *s = ag_heap_take(h, size);
+    if (s)
+        goto done;
+    if (a->cfg.steal && (s = steal(a, size)) != NULL)
+        goto done;
+    uint64_t seg = size < a->cfg.l1_segment ? round_up(a->cfg.l1_segment, a->cfg.page_size) : size;
+    ag_status st = ag_heap_grow(h, seg);
+    if (st == AG_ENOMEM && seg > size)
+        st = ag_heap_grow(h, size);
+    if (st == AG_ENOMEM) {
+        /* Trim and retry: free what L1 caches, then what the pools cache. */
+        a->s.retries++;
+        ag_heap_trim(h);
+        ag_pools_release(a, true);
+        AG_TRY(ag_heap_reserve(h));
+        s = ag_heap_take(h, size);
+        if (s)
+            goto done;
+        ag_heap_trim(h);
+        st = ag_heap_grow(h, size);
+    }
+    if (st != AG_OK)
+        return st;
+    AG_TRY(ag_heap_reserve(h));
+    s = ag_heap_take(h, size);
+    ag_assert(s);
+done:
+    *out = s;
+    return AG_OK;
+}
+
+static ag_status pool_grow_l1(void *ud, uint64_t size, uintptr_t *addr, void **cookie, uint64_t *got)
+{
+    ag_memalloc *a = ud;
+    ag_span *s = NULL;
+    AG_TRY(l1_take(a, size, &s));
+    *addr = s->addr;
+    *cookie = s;
+    *got = s->size;
+    return AG_OK;
+}
+
+static void pool_release_l1(void *ud, uintptr_t addr, uint64_t size, void *cookie)
+{
+    ag_memalloc *a = ud;
+    (void)addr;
+    (void)size;
+    ag_heap_put(&a->l1, cookie);
+    if (ag_heap_cached(&a->l1) > a->cfg.l1_cache_limit)
+        ag_heap_trim(&a->l1);
+}
+
+ag_status ag_l1_init(ag_memalloc *a)
+{
+    ag_heap_init(&a->l1, a->ctx, a->cfg.page_size, a->cfg.page_size, a->cfg.max_split, dev_grow, dev_release, a,
+                 true);
+    return AG_OK;
+}
+
+ag_status ag_pool_init(ag_memalloc *a, uint32_t stream)
+{
+    ag_astream *s = &a->st[stream];
+    bool multi = a->cfg.mode == AG_ALLOC_MULTI;
+    ag_heap_grow_fn grow = multi ? pool_grow_l1 : dev_grow;
+    ag_heap_release_fn rel = multi ? pool_release_l1 : dev_release;
+    /* Pool spans are not marked inaccessible when freed: a free is stream
+     * ordered, so work still queued on the freeing stream may touch them.
+     * L1 spans are idle (pools give them back only after a synchronise). */
+    ag_heap_init(&s->pool[AG_POOL_SMALL], a->ctx, a->cfg.min_block, a->cfg.split_small, a->cfg.max_split, grow,
+                 rel, a, false);
+    ag_heap_init(&s->pool[AG_POOL_LARGE], a->ctx, a->cfg.min_block, a->cfg.split_large, a->cfg.max_split, grow,
+                 rel, a, false);
+    return AG_OK;
+}
+
+uint64_t ag_pools_release(ag_memalloc *a, bool sync)
+{
+    uint64_t freed = 0;
+    for (uint32_t k = 0; k < a->n; k++) {
+        ag_astream *s = &a->st[k];
+        ag_recent_flush(a, k);
+        if (!ag_heap_has_free_region(&s->pool[0]) && !ag_heap_has_free_region(&s->pool[1]))
+            continue;
+        if (sync) {
+            uint64_t mark = ag_hb_mark(a, k);
+            if (ag_dev_stream_synchronize(a->dev, a->streams[k]) != AG_OK) {
+                ag_dev_note(a);
+                continue; /* a poisoned device: keep the memory, it may still be touched */
+            }
+            ag_hb_join(a, UINT32_MAX, mark);
+        }
+        freed += ag_heap_trim(&s->pool[0]);
+        freed += ag_heap_trim(&s->pool[1]);
+    }
+    return freed;
+}
+
+ag_status ag_pool_take(ag_memalloc *a, uint32_t stream, uint64_t size, bool tried, uint32_t *pool, ag_span **out)
+{
+    const ag_alloc_config *c = &a->cfg;
+    uint32_t p = size <= c->small_size ? AG_POOL_SMALL : AG_POOL_LARGE;
+    ag_heap *h = &a->st[stream].pool[p];
+    a->grow_stream = stream;
+    a->grow_heap = h;
+    AG_TRY(ag_heap_reserve(h));
+    ag_span *s = tried ? NULL : ag_heap_take(h, size);
+    if (!s) {
+        uint64_t region;
+        bool cut = a->cfg.mode == AG_ALLOC_MULTI && a->cfg.steal;
+        if (p == AG_POOL_SMALL && cut)
+            /* L1 makes growth cheap: small regions of an eighth, so that a
+             * stream with little to hold holds little */
+            region = size > c->small_region / 8u ? size : c->small_region / 8u;
+        else if (p == AG_POOL_SMALL)
+            region = c->small_region;
+        else if (size < c->large_alone && !cut)
+            region = c->large_region;
+        else
+            region = round_up(size, c->large_round);
+        if (a->cfg.mode == AG_ALLOC_MULTI)
+            region = round_up(region, c->page_size);
+        ag_status st = ag_heap_grow(h, region);
+        if (st == AG_ENOMEM && a->cfg.mode == AG_ALLOC_BASELINE) {
+            /* The baseline's last resort: wait for every pending event,
+             * release every wholly free region of every stream, retry. */
+            a->s.retries++;
+            ag_status pst = ag_base_poll(a, true);
+            if (pst != AG_OK)
+                return pst;
+            ag_pools_release(a, true);
+            AG_TRY(ag_heap_reserve(h));
+            s = ag_heap_take(h, size);
+            if (!s)
+                st = ag_heap_grow(h, region);
+        }
+        if (!s && st == AG_ENOMEM && region > size) {
+            region = size;
+            if (a->cfg.mode == AG_ALLOC_MULTI)
+                region = round_up(region, c->page_size);
+            st = ag_heap_grow(h, region);
+        }
+        if (!s) {
+            if (st != AG_OK)
+                return st;
+            AG_TRY(ag_heap_reserve(h));
+            s = ag_heap_take(h, size);
+            ag_assert(s);
+        }
+    }
+    *pool = p;
+    *out = s;
+    return AG_OK;
+}

@@ -1,0 +1,410 @@
+/* The multi-stream mode (seed §4.2.3-§4.2.6): allocation from the stream's
+ * pool or its borrow allocator, cross-stream access marking the MIF, free
+ * with its three recycle modes (birth, borrow, local), and the event kernels
+ * that carry local-recycle notices and borrowed blocks between streams.
+ * Notices are applied when the host issues the wait: every later request on
+ * the waiting stream is enqueued after that wait, so the reuse is ordered. */
+#include "rt/alloc_internal.h"
+
+void ag_birth_recycle(ag_memalloc *a, ag_block *b)
+{
+    b->version++;
+    a->s.birth_recycles++;
+    if (ag_recent_put(a, b))
+        return;
+    ag_heap_put(&a->st[b->birth].pool[b->pool], b->span);
+    ag_block_put(a, b);
+}
+
+/* Parks b in stream's borrow allocator with a fresh MIF (seed: borrow
+ * recycle); it goes home with the next send from stream to its birth. */
+static void borrow_recycle(ag_memalloc *a, ag_block *b, uint32_t stream)
+{
+    b->version++;
+    if (b->shared)
+        memset(b->mif, 0, (size_t)a->n * a->w * sizeof(uint64_t));
+    memset(b->occ, 0, (size_t)a->n * sizeof(uint32_t));
+    b->shared = false;
+    b->users = 0;
+    ag_borrow_insert(a, &a->st[stream].borrow, b, stream);
+    a->s.borrow_recycles++;
+}
+
+/* No stream occupies b in stream's view: recycle it there. */
+static void global_recycle(ag_memalloc *a, ag_block *b, uint32_t stream)
+{
+    if (stream == b->birth)
+        ag_birth_recycle(a, b);
+    else
+        borrow_recycle(a, b, stream);
+}
+
+ag_status ag_multi_malloc(ag_memalloc *a, uint32_t stream, uint64_t size, ag_block **out)
+{
+    if (a->npend)
+        AG_TRY(ag_base_poll(a, false));
+    uint64_t r = ag_pool_round(a, size);
+    ag_astream *as = &a->st[stream];
+    ag_block *b = ag_recent_take(a, stream, r);
+    if (b) {
+        b->requested = size;
+        b->astream = b->holder = stream;
+        b->occ[stream] = 1;
+        b->users = 1;
+        ag_stat_alloc(a, b);
+        *out = b;
+        return AG_OK;
+    }
+    uint32_t pool = r <= a->cfg.small_size ? AG_POOL_SMALL : AG_POOL_LARGE;
+    ag_span *span = NULL;
+    ag_block *lent = NULL;
+    /* Own cache first; then a borrowed block that wastes at most the size
+     * asked for; then growth; under pressure, any borrowed block. */
+    AG_TRY(ag_heap_reserve(&as->pool[pool]));
+    AG_TRY(ag_block_get(a, &b));
+    span = ag_heap_take(&as->pool[pool], r);
+    if (!span && a->cfg.borrow)
+        lent = ag_borrow_take(a, &as->borrow, r, 2u * r);
+    if (!span && !lent) {
+        ag_status st = ag_pool_take(a, stream, r, true, &pool, &span);
+        if (st == AG_ENOMEM && a->cfg.borrow)
+            lent = ag_borrow_take(a, &as->borrow, r, UINT64_MAX);
+        if (!lent && st != AG_OK) {
+            ag_block_put(a, b);
+            return st;
+        }
+    }
+    if (lent) {
+        ag_block_put(a, b);
+        b = lent;
+        b->state = AG_BLK_LIVE;
+        as->st.borrow_hits++;
+        a->s.borrow_hits++;
+    } else {
+        b->span = span;
+        b->size = span->size;
+        b->pool = (uint8_t)pool;
+        b->birth = stream;
+    }
+    b->requested = size;
+    b->astream = stream;
+    b->holder = stream;
+    b->shared = false;
+    b->occ[stream] = 1;
+    b->users = 1;
+    ag_stat_alloc(a, b);
+    *out = b;
+    return AG_OK;
+}
+
+ag_status ag_multi_access(ag_memalloc *a, ag_block *b, uint32_t dst)
+{
+    if (a->cfg.mem_type == AG_MEM_HOST || (!b->shared && dst == b->holder)) {
+        /* host memory is shared without stream constraint; same stream: one more use */
+        b->occ[dst]++;
+        b->users++;
+        return AG_OK;
+    }
+    ag_block_mif_materialise(a, b);
+    b->occ[dst]++;
+    b->users++;
+    ag_mif_set_all_observers(b->mif, a->n, dst);
+    return AG_OK;
+}
+
+/* Streams that some view still counts as users: the union of the rows
+ * (in the block's scratch row, after the nstreams rows). */
+static uint64_t *users_of(ag_memalloc *a, ag_block *b)
+{
+    uint64_t *any = b->mif + (size_t)a->n * a->w;
+    memset(any, 0, a->w * sizeof *any);
+    for (uint32_t m = 0; m < a->n; m++) {
+        const uint64_t *row = b->mif + (size_t)m * a->w;
+        for (uint32_t k = 0; k < a->w; k++)
+            any[k] |= row[k];
+    }
+    return any;
+}
+
+/* Every user has freed b but the notices that would let a stream reuse it
+ * have not arrived: as a fallback, record an event on each stream that may
+ * still touch it; once the host sees them all complete the block goes home
+ * (ag_base_poll), unless a notice recycled it first (its version moved).
+ * Room was reserved by the caller. */
+static ag_status defer_free(ag_memalloc *a, ag_block *b, uint32_t nusers)
+{
+    const uint64_t *any = b->mif + (size_t)a->n * a->w;
+    b->events = nusers;
+    ag_status first = AG_OK;
+    for (uint32_t u = 0; u < a->n; u++) {
+        if (!ag_mif_is_set(any, a->w, 0, u))
+            continue;
+        ag_astream *s = &a->st[u];
+        ag_dev_event *ev = a->spare_ev[--a->nspare_ev];
+        /* the mark before the record: it never claims more than the event covers */
+        uint64_t mark = ag_hb_mark(a, u);
+        ag_status st = ag_dev_event_record(a->dev, ev, a->streams[u]);
+        if (st != AG_OK) {
+            /* the block stays counted: it can only be recycled by notices */
+            a->spare_ev[a->nspare_ev++] = ev;
+            if (first == AG_OK) {
+                ag_dev_note(a);
+                first = AG_ERR(a->ctx, st, "stream %u: recording the event of a deferred free: %s", u, a->devmsg);
+            }
+            continue;
+        }
+        ag_bpend *p = &s->pend[s->npend++];
+        p->ev = ev;
+        p->blk = b;
+        p->version = b->version;
+        p->mark = mark;
+        a->npend++;
+    }
+    return first;
+}
+
+ag_status ag_multi_free(ag_memalloc *a, ag_block *b, uint32_t stream)
+{
+    if (a->cfg.mem_type == AG_MEM_HOST) {
+        b->occ[stream]--;
+        if (--b->users == 0) {
+            ag_stat_unused(a, b, false);
+            ag_birth_recycle(a, b);
+        }
+        return AG_OK;
+    }
+    if (!b->shared) {
+        b->occ[stream]--;
+        if (--b->users == 0) {
+            ag_stat_unused(a, b, false);
+            global_recycle(a, b, stream);
+        }
+        return AG_OK;
+    }
+    uint32_t nusers = 0;
+    if (b->occ[stream] == 1)
+        AG_TRY(ag_lrec_reserve(a, stream));
+    if (b->users == 1) {
+        /* The last use: reserve the fallback's events before changing
+         * anything (one per stream that any view still counts). */
+        uint64_t *any = users_of(a, b);
+        /* The birth stream needs no event: the block goes back to its pool,
+         * where its own order covers its last use. */
+        ag_mif_clear(any, a->w, 0, b->birth);
+        for (uint32_t u = 0; u < a->n; u++)
+            if (ag_mif_is_set(any, a->w, 0, u)) {
+                AG_TRY(ag_pend_reserve(a, u));
+                nusers++;
+            }
+        AG_TRY(ag_ev_reserve(a, stream, nusers));
+    }
+    b->occ[stream]--;
+    b->users--;
+    bool released = b->occ[stream] == 0;
+    if (released)
+        ag_mif_clear(b->mif, a->w, stream, stream);
+    /* The use count guards the bitmap: a block some stream still declares
+     * in use is never recycled, whatever a view says. */
+    if (b->users == 0 && !ag_mif_any_set(b->mif, a->w, stream)) {
+        ag_stat_unused(a, b, false);
+        global_recycle(a, b, stream);
+        return AG_OK;
+    }
+    if (!released)
+        return AG_OK;
+    ag_lrec_append(a, stream, b);
+    if (b->users > 0)
+        return AG_OK;
+    if (nusers == 0) {
+        /* only the birth stream may still be busy with it: home at once */
+        ag_stat_unused(a, b, false);
+        a->s.polled_recycles++;
+        ag_birth_recycle(a, b);
+        return AG_OK;
+    }
+    ag_stat_unused(a, b, true);
+    return defer_free(a, b, nusers);
+}
+
+/* ---- event kernels ---- */
+
+static ag_status chan_get(ag_memalloc *a, uint32_t src, uint32_t dst, ag_chan **out)
+{
+    ag_chan **slot = &a->chans[(size_t)src * a->n + dst];
+    if (!*slot) {
+        ag_chan *c = ag_calloc(a->ctx, 1, sizeof *c);
+        if (!c)
+            return AG_OOM(a->ctx);
+        ag_status st = ag_dev_event_create(a->dev, &c->ev);
+        if (st != AG_OK) {
+            ag_dev_note(a);
+            ag_free(a->ctx, c, sizeof *c);
+            return AG_ERR(a->ctx, st, "event from stream %u to stream %u: %s", src, dst, a->devmsg);
+        }
+        *slot = c;
+    }
+    *out = *slot;
+    return AG_OK;
+}
+
+static ag_status chan_reserve(ag_memalloc *a, ag_chan *c, uint32_t more)
+{
+    if (c->nnotes + more <= c->capnotes)
+        return AG_OK;
+    uint32_t nc = c->capnotes ? c->capnotes : 8u;
+    while (nc < c->nnotes + more)
+        nc *= 2u;
+    size_t rw = (size_t)a->w * sizeof(uint64_t);
+    ag_notice *nt = ag_alloc(a->ctx, nc * sizeof *nt);
+    uint64_t *rows = ag_alloc(a->ctx, nc * rw);
+    if (!nt || !rows) {
+        ag_free(a->ctx, nt, nc * sizeof *nt);
+        ag_free(a->ctx, rows, nc * rw);
+        return AG_OOM(a->ctx);
+    }
+    if (c->nnotes) {
+        memcpy(nt, c->notes, c->nnotes * sizeof *nt);
+        memcpy(rows, c->rows, c->nnotes * rw);
+    }
+    ag_free(a->ctx, c->notes, c->capnotes * sizeof *nt);
+    ag_free(a->ctx, c->rows, c->capnotes * rw);
+    c->notes = nt;
+    c->rows = rows;
+    c->capnotes = nc;
+    return AG_OK;
+}
+
+ag_status ag_multi_send(ag_memalloc *a, uint32_t src, uint32_t dst)
+{
+    ag_chan *c = NULL;
+    AG_TRY(chan_get(a, src, dst, &c));
+    ag_astream *s = &a->st[src];
+    ag_lrec_compact(a, src);
+    uint32_t todo = 0;
+    for (uint32_t k = 0; k < s->nlrec; k++)
+        if (!ag_mif_is_set(ag_lrec_sent(a, src, k), a->w, 0, dst))
+            todo++;
+    AG_TRY(chan_reserve(a, c, todo));
+    ag_status st = ag_dev_event_record(a->dev, c->ev, a->streams[src]);
+    if (st != AG_OK) {
+        ag_dev_note(a);
+        return AG_ERR(a->ctx, st, "send from stream %u to stream %u: %s", src, dst, a->devmsg);
+    }
+    c->recorded = true;
+    for (uint32_t k = 0; k < s->nlrec; k++) {
+        uint64_t *sent = ag_lrec_sent(a, src, k);
+        if (ag_mif_is_set(sent, a->w, 0, dst))
+            continue;
+        ag_mif_set(sent, a->w, 0, dst);
+        ag_notice *n = &c->notes[c->nnotes];
+        n->blk = s->lrec[k].blk;
+        n->version = s->lrec[k].version;
+        memcpy(c->rows + (size_t)c->nnotes * a->w, n->blk->mif + (size_t)src * a->w, a->w * sizeof(uint64_t));
+        c->nnotes++;
+        a->s.notices_sent++;
+    }
+    /* Borrowed blocks born on dst go home with this event. */
+    ag_block *b;
+    while ((b = s->borrow.by_birth[dst]) != NULL) {
+        ag_borrow_remove(a, &s->borrow, b);
+        b->state = AG_BLK_TRANSIT;
+        b->link = c->home;
+        c->home = b;
+    }
+    return AG_OK;
+}
+
+/* Applies what c carried to dst: occupancy merged, recycles, blocks home. */
+static void chan_apply(ag_memalloc *a, ag_chan *c, uint32_t dst)
+{
+    for (uint32_t k = 0; k < c->nnotes; k++) {
+        ag_notice *n = &c->notes[k];
+        ag_block *b = n->blk;
+        if (b->version != n->version || b->state != AG_BLK_LIVE) {
+            a->s.notices_stale++; /* recycled since: another waiter was first */
+            continue;
+        }
+        a->s.notices_applied++;
+        ag_mif_merge(b->mif, a->w, dst, c->rows + (size_t)k * a->w);
+        if (b->users == 0 && !ag_mif_any_set(b->mif, a->w, dst)) {
+            ag_stat_unpend(a, b);
+            global_recycle(a, b, dst);
+        }
+    }
+    c->nnotes = 0;
+    ag_block *b = c->home;
+    c->home = NULL;
+    while (b) {
+        ag_block *nx = b->link;
+        ag_assert(b->birth == dst);
+        a->s.returned_home++;
+        ag_birth_recycle(a, b);
+        b = nx;
+    }
+}
+
+ag_status ag_multi_wait(ag_memalloc *a, uint32_t dst, uint32_t src)
+{
+    ag_chan *c = a->chans[(size_t)src * a->n + dst];
+    if (!c || !c->recorded)
+        return AG_OK;
+    ag_status st = ag_dev_stream_wait_event(a->dev, a->streams[dst], c->ev);
+    if (st != AG_OK) {
+        ag_dev_note(a);
+        return AG_ERR(a->ctx, st, "stream %u waiting for stream %u: %s", dst, src, a->devmsg);
+    }
+    chan_apply(a, c, dst);
+    return AG_OK;
+}
+
+ag_status ag_multi_clean(ag_memalloc *a)
+{
+    ag_status st = ag_dev_synchronize(a->dev);
+    if (st != AG_OK) {
+        ag_dev_note(a);
+        return AG_ERR(a->ctx, st, "resource clean: synchronising the device: %s", a->devmsg);
+    }
+    a->s.syncs++;
+    for (uint32_t s = 0; s < a->n; s++)
+        ag_recent_flush(a, s);
+    /* Everything enqueued has run: every channel's load may be applied. */
+    for (uint32_t src = 0; src < a->n; src++)
+        for (uint32_t dst = 0; dst < a->n; dst++) {
+            ag_chan *c = a->chans[(size_t)src * a->n + dst];
+            if (c)
+                chan_apply(a, c, dst);
+        }
+    /* Local-recycle entries: the birth stream learns from every stream. */
+    for (uint32_t s = 0; s < a->n; s++) {
+        ag_astream *as = &a->st[s];
+        for (uint32_t k = 0; k < as->nlrec; k++) {
+            ag_block *b = as->lrec[k].blk;
+            if (b->version != as->lrec[k].version || b->state != AG_BLK_LIVE)
+                continue;
+            for (uint32_t o = 0; o < a->n; o++)
+                if (o != b->birth)
+                    ag_mif_merge(b->mif, a->w, b->birth, b->mif + (size_t)o * a->w);
+            if (b->users == 0 && !ag_mif_any_set(b->mif, a->w, b->birth)) {
+                ag_stat_unpend(a, b);
+                ag_birth_recycle(a, b);
+            }
+        }
+        as->nlrec = 0;
+    }
+    /* Deferred frees: every event has completed. */
+    AG_TRY(ag_base_poll(a, true));
+    /* Every borrowed block goes home; pools give wholly free regions to L1. */
+    for (uint32_t s = 0; s < a->n; s++) {
+        ag_borrow *br = &a->st[s].borrow;
+        for (uint32_t o = 0; o < a->n; o++) {
+            ag_block *b;
+            while ((b = br->by_birth[o]) != NULL) {
+                ag_borrow_remove(a, br, b);
+                a->s.returned_home++;
+                ag_birth_recycle(a, b);
+            }
+        }
+    }
+    ag_pools_release(a, false);
+    return AG_OK;
+}

@@ -1,0 +1,353 @@
+/* The span heap under every layer of the allocator (seed §4.2.1): L1 cuts
+ * device segments into page spans, each stream pool cuts L1 spans into
+ * blocks.  Free spans sit in size bins (a bitmap finds the first non-empty
+ * one); a take splits off a remainder worth keeping, a put merges with free
+ * neighbours, and wholly free regions go back to the backing on a trim. */
+#include "rt/alloc_internal.h"
+#include "rt/rt_internal.h"
+
+#define AG_SPAN_CHUNK 64u
+
+uint32_t ag_alloc_bin(uint64_t units)
+{
+    if (units < 16)
+        return (uint32_t)units;
+    uint32_t fl = 63u - (uint32_t)__builtin_clzll(units);
+    uint32_t sl = (uint32_t)(units >> (fl - 2u)) & 3u;
+    return 16u + (fl - 4u) * 4u + sl;
+}
+
+uint32_t ag_binmap_next(const uint64_t *map, uint32_t from)
+{
+    if (from >= AG_NBINS)
+        return AG_NBINS;
+    uint32_t wi = from / 64u;
+    uint64_t word = map[wi] & (~UINT64_C(0) << (from % 64u));
+    for (;;) {
+        if (word)
+            return wi * 64u + (uint32_t)__builtin_ctzll(word);
+        if (++wi == AG_BINWORDS)
+            return AG_NBINS;
+        word = map[wi];
+    }
+}
+
+void ag_heap_init(ag_heap *h, ag_ctx *ctx, uint64_t quantum, uint64_t split_min, uint64_t max_split,
+                  ag_heap_grow_fn grow, ag_heap_release_fn release, void *ud, bool poison)
+{
+    memset(h, 0, sizeof *h);
+    h->ctx = ctx;
+    h->quantum = quantum;
+    h->split_min = split_min < quantum ? quantum : split_min;
+    h->max_split = max_split;
+    h->grow = grow;
+    h->release = release;
+    h->ud = ud;
+    h->poison = poison;
+}
+
+static void bin_insert(ag_heap *h, ag_span *s)
+{
+    uint32_t b = ag_alloc_bin(s->size / h->quantum);
+    s->bin = b;
+    s->fprev = NULL;
+    s->fnext = h->bins[b];
+    if (s->fnext)
+        s->fnext->fprev = s;
+    h->bins[b] = s;
+    h->binmap[b / 64u] |= UINT64_C(1) << (b % 64u);
+}
+
+static void bin_remove(ag_heap *h, ag_span *s)
+{
+    if (s->fprev)
+        s->fprev->fnext = s->fnext;
+    else
+        h->bins[s->bin] = s->fnext;
+    if (s->fnext)
+        s->fnext->fprev = s->fprev;
+    if (!h->bins[s->bin])
+        h->binmap[s->bin / 64u] &= ~(UINT64_C(1) << (s->bin % 64u));
+    s->fprev = s->fnext = NULL;
+}
+
+static void node_put(ag_heap *h, ag_span *s)
+{
+    s->fnext = h->spare;
+    h->spare = s;
+    h->nspare++;
+}
+
+static ag_span *node_get(ag_heap *h)
+{
+    ag_span *s = h->spare;
+    ag_assert(s);
+    h->spare = s->fnext;
+    h->nspare--;
+    memset(s, 0, sizeof *s);
+    return s;
+}
+
+ag_status ag_heap_reserve(ag_heap *h)
+{
+    if (h->nspare >= 2)
+        return AG_OK;
+    if (h->nchunks == h->capchunks) {
+        uint32_t nc = h->capchunks ? h->capchunks * 2u : 8u;
+        void **c = ag_realloc(h->ctx, h->chunks, h->capchunks * sizeof *c, nc * sizeof *c);
+        if (!c)
+            return AG_OOM(h->ctx);
+        h->chunks = c;
+        h->capchunks = nc;
+    }
+    ag_span *chunk = ag_alloc(h->ctx, AG_SPAN_CHUNK * sizeof *chunk);
+    if (!chunk)
+        return AG_OOM(h->ctx);
+    h->chunks[h->nchunks++] = chunk;
+    for (uint32_t k = 0; k < AG_SPAN_CHUNK; k++)
+        node_put(h, &chunk[k]);
+    return AG_OK;
+}
+
+/* Smallest span of at least size in bin b (spans of other bins all fit or
+ * all do not), skipping spans reserved for oversize requests. */
+static ag_span *best_in_bin(const ag_heap *h, uint32_t b, uint64_t size)
+{
+    ag_span *best = NULL;
+    for (ag_span *s = h->bins[b]; s; s = s->fnext) {
+        if (s->size < size || (size < h->max_split && s->size >= h->max_split))
+            continue;
+        if (!best || s->size < best->size || (s->size == best->size && s->addr < best->addr))
+            best = s;
+        if (best->size == size)
+            break;
+    }
+    return best;
+}
+
+ag_span *ag_heap_take(ag_heap *h, uint64_t size)
+{
+    ag_assert(size > 0 && size % h->quantum == 0);
+    uint32_t b = ag_alloc_bin(size / h->quantum);
+    ag_span *s = best_in_bin(h, b, size);
+    if (!s) {
+        uint32_t lim = AG_NBINS;
+        if (size < h->max_split && h->max_split != UINT64_MAX)
+            lim = ag_alloc_bin(h->max_split / h->quantum) + 1u;
+        for (uint32_t nb = ag_binmap_next(h->binmap, b + 1u); nb < lim; nb = ag_binmap_next(h->binmap, nb + 1u)) {
+            s = best_in_bin(h, nb, size);
+            if (s)
+                break;
+        }
+        if (!s)
+            return NULL;
+    }
+    bin_remove(h, s);
+    if (!s->prev && !s->next)
+        h->nwhole--;
+    uint64_t rest = s->size - size;
+    if (rest >= h->split_min && s->size < h->max_split) {
+        ag_span *r = node_get(h);
+        r->addr = s->addr + size;
+        r->size = rest;
+        r->region = s->region;
+        r->prev = s;
+        r->next = s->next;
+        if (s->next)
+            s->next->prev = r;
+        s->next = r;
+        s->size = size;
+        r->is_free = true;
+        bin_insert(h, r);
+    }
+    s->is_free = false;
+    h->used += s->size;
+    if (h->poison)
+        ag_rt_mark_access((void *)s->addr, s->size);
+    return s;
+}
+
+/* Region records are kept for the next grow: pools that hand regions to
+ * L1 and take them back often would otherwise allocate each time. */
+static void region_spare(ag_heap *h, ag_region *r)
+{
+    r->next = h->spare_regions;
+    h->spare_regions = r;
+}
+
+ag_status ag_heap_grow(ag_heap *h, uint64_t size)
+{
+    ag_assert(size > 0 && size % h->quantum == 0);
+    AG_TRY(ag_heap_reserve(h));
+    ag_region *r = h->spare_regions;
+    if (r)
+        h->spare_regions = r->next;
+    else if (!(r = ag_alloc(h->ctx, sizeof *r)))
+        return AG_OOM(h->ctx);
+    memset(r, 0, sizeof *r);
+    uint64_t got = size;
+    ag_status st = h->grow(h->ud, size, &r->addr, &r->cookie, &got);
+    if (st != AG_OK) {
+        region_spare(h, r);
+        return st;
+    }
+    ag_assert(got >= size && got % h->quantum == 0);
+    size = got;
+    r->size = size;
+    r->next = h->regions;
+    if (r->next)
+        r->next->prev = r;
+    h->regions = r;
+    h->reserved += size;
+    h->nregions++;
+    ag_span *s = node_get(h);
+    s->addr = r->addr;
+    s->size = size;
+    s->region = r;
+    s->is_free = true;
+    bin_insert(h, s);
+    h->nwhole++;
+    if (h->poison)
+        ag_rt_mark_noaccess((void *)s->addr, s->size);
+    return AG_OK;
+}
+
+ag_span *ag_heap_put(ag_heap *h, ag_span *s)
+{
+    ag_assert(!s->is_free);
+    h->used -= s->size;
+    if (h->poison)
+        ag_rt_mark_noaccess((void *)s->addr, s->size);
+    s->is_free = true;
+    ag_span *p = s->prev;
+    if (p && p->is_free) {
+        bin_remove(h, p);
+        p->size += s->size;
+        p->next = s->next;
+        if (s->next)
+            s->next->prev = p;
+        node_put(h, s);
+        s = p;
+    }
+    ag_span *n = s->next;
+    if (n && n->is_free) {
+        bin_remove(h, n);
+        s->size += n->size;
+        s->next = n->next;
+        if (n->next)
+            n->next->prev = s;
+        node_put(h, n);
+    }
+    bin_insert(h, s);
+    if (!s->prev && !s->next)
+        h->nwhole++;
+    return s;
+}
+
+void *ag_heap_detach(ag_heap *h, ag_span *s)
+{
+    ag_assert(s->is_free && !s->prev && !s->next);
+    ag_region *r = s->region;
+    void *cookie = r->cookie;
+    bin_remove(h, s);
+    node_put(h, s);
+    h->nwhole--;
+    if (r->prev)
+        r->prev->next = r->next;
+    else
+        h->regions = r->next;
+    if (r->next)
+        r->next->prev = r->prev;
+    h->reserved -= r->size;
+    h->nregions--;
+    region_spare(h, r);
+    return cookie;
+}
+
+static void region_release(ag_heap *h, ag_region *r)
+{
+    if (r->prev)
+        r->prev->next = r->next;
+    else
+        h->regions = r->next;
+    if (r->next)
+        r->next->prev = r->prev;
+    h->reserved -= r->size;
+    h->nregions--;
+    if (h->poison)
+        ag_rt_mark_access((void *)r->addr, r->size);
+    h->release(h->ud, r->addr, r->size, r->cookie);
+    region_spare(h, r);
+}
+
+uint64_t ag_heap_trim(ag_heap *h)
+{
+    uint64_t freed = 0;
+    /* A region is wholly free when one free span covers it; free spans
+     * that start a region are found through the bins. */
+    for (uint32_t b = ag_binmap_next(h->binmap, 0); b < AG_NBINS; b = ag_binmap_next(h->binmap, b + 1u)) {
+        ag_span *s = h->bins[b];
+        while (s) {
+            ag_span *nx = s->fnext;
+            if (!s->prev && !s->next) {
+                ag_region *r = s->region;
+                bin_remove(h, s);
+                h->nwhole--;
+                node_put(h, s);
+                freed += r->size;
+                region_release(h, r);
+            }
+            s = nx;
+        }
+    }
+    return freed;
+}
+
+void ag_heap_destroy(ag_heap *h)
+{
+    while (h->regions)
+        region_release(h, h->regions);
+    while (h->spare_regions) {
+        ag_region *r = h->spare_regions;
+        h->spare_regions = r->next;
+        ag_free(h->ctx, r, sizeof *r);
+    }
+    for (uint32_t k = 0; k < h->nchunks; k++)
+        ag_free(h->ctx, h->chunks[k], AG_SPAN_CHUNK * sizeof(ag_span));
+    ag_free(h->ctx, h->chunks, h->capchunks * sizeof *h->chunks);
+    memset(h, 0, sizeof *h);
+}
+
+bool ag_heap_check(const ag_heap *h)
+{
+    uint64_t reserved = 0, used = 0, nfree = 0;
+    uint32_t whole = 0;
+    for (const ag_region *r = h->regions; r; r = r->next)
+        reserved += r->size;
+    for (uint32_t b = 0; b < AG_NBINS; b++) {
+        bool bit = (h->binmap[b / 64u] >> (b % 64u)) & 1u;
+        if (bit != (h->bins[b] != NULL))
+            return false;
+        for (const ag_span *s = h->bins[b]; s; s = s->fnext) {
+            if (!s->is_free || s->bin != b || ag_alloc_bin(s->size / h->quantum) != b)
+                return false;
+            if ((s->prev && s->prev->is_free) || (s->next && s->next->is_free))
+                return false;
+            if (s->prev && s->prev->addr + s->prev->size != s->addr)
+                return false;
+            if (s->next && s->addr + s->size != s->next->addr)
+                return false;
+            if (s->addr < s->region->addr || s->addr + s->size > s->region->addr + s->region->size)
+                return false;
+            nfree += s->size;
+            whole += !s->prev && !s->next;
+        }
+    }
+    used = reserved - nfree;
+    return reserved == h->reserved && used == h->used && whole == h->nwhole;
+}
+
+bool ag_heap_has_free_region(const ag_heap *h)
+{
+    return h->nwhole > 0;
+}

@@ -1,0 +1,551 @@
+/* Allocation traces (docs/runtime.md "Trace format"): the parser and the
+ * replay on a device with either mode.  The replay times every operation
+ * and, on request, checks each handed-out block against the order the
+ * trace's events establish: every stream that used the memory before must
+ * be ordered before the new owner (by waits, a sync, or, in the baseline
+ * mode, a completed point the allocator could have observed). */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
+#include <errno.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "rt/alloc_internal.h"
+
+typedef struct trace_op {
+    uint8_t kind;
+    uint32_t id; /* alloc/use/free: index of the ID */
+    uint32_t s1, s2;
+    uint64_t size;
+} trace_op;
+
+struct ag_alloc_trace {
+    ag_ctx *ctx;
+    ag_arena arena; /* ID strings */
+    ag_vec ops;     /* trace_op */
+    uint32_t nids, nstreams;
+};
+
+static const char *const op_names[] = {
+#define AG_TRACE_OP_NAME_(e, name) name,
+    AG_TRACE_OP_LIST(AG_TRACE_OP_NAME_)
+#undef AG_TRACE_OP_NAME_
+};
+
+const char *ag_trace_op_name(ag_trace_op op)
+{
+    return (unsigned)op < AG_TOP_COUNT_ ? op_names[op] : NULL;
+}
+
+void ag_alloc_trace_destroy(ag_alloc_trace *t)
+{
+    if (!t)
+        return;
+    ag_vec_free(t->ctx, &t->ops, sizeof(trace_op));
+    ag_arena_reset(&t->arena);
+    ag_free(t->ctx, t, sizeof *t);
+}
+
+uint32_t ag_alloc_trace_streams(const ag_alloc_trace *t)
+{
+    return t->nstreams;
+}
+
+uint64_t ag_alloc_trace_ops(const ag_alloc_trace *t)
+{
+    return t->ops.len;
+}
+
+/* Next blank-separated word of the line [*p, end); NULL at the end. */
+static const char *word(const char **p, const char *end, size_t *len)
+{
+    const char *s = *p;
+    while (s < end && (*s == ' ' || *s == '\t' || *s == '\r'))
+        s++;
+    if (s == end || *s == '#') {
+        *p = end;
+        return NULL;
+    }
+    const char *e = s;
+    while (e < end && *e != ' ' && *e != '\t' && *e != '\r' && *e != '#')
+        e++;
+    *len = (size_t)(e - s);
+    *p = e;
+    return s;
+}
+
+static bool parse_u64(const char *s, size_t len, uint64_t *out)
+{
+    uint64_t v = 0;
+    if (len == 0 || len > 20)
+        return false;
+    for (size_t k = 0; k < len; k++) {
+        if (s[k] < '0' || s[k] > '9')
+            return false;
+        uint64_t d = (uint64_t)(s[k] - '0');
+        if (v > (UINT64_MAX - d) / 10u)
+            return false;
+        v = v * 10u + d;
+    }
+    *out = v;
+    return true;
+}
+
+typedef struct parser {
+    ag_alloc_trace *t;
+    ag_strmap ids;
+    const char *name;
+    uint32_t line;
+    bool have_streams;
+} parser;
+
+static ag_status perr(parser *ps, const char *what)
+{
+    return AG_ERR(ps->t->ctx, AG_EPARSE, "%s:%u: %s", ps->name, ps->line, what);
+}
+
+static ag_status get_stream(parser *ps, const char **p, const char *end, uint32_t *out)
+{
+    size_t len = 0;
+    const char *w = word(p, end, &len);
+    uint64_t v;
+    if (!w || !parse_u64(w, len, &v) || v >= AG_ALLOC_MAX_STREAMS)
+        return AG_ERR(ps->t->ctx, AG_EPARSE, "%s:%u: expected a stream number below %u", ps->name, ps->line,
+                      AG_ALLOC_MAX_STREAMS);
+    if (ps->have_streams && v >= ps->t->nstreams)
+        return AG_ERR(ps->t->ctx, AG_EPARSE, "%s:%u: stream %llu out of range (streams %u)", ps->name, ps->line,
+                      (unsigned long long)v, ps->t->nstreams);
+    if (!ps->have_streams && v + 1u > ps->t->nstreams)
+        ps->t->nstreams = (uint32_t)v + 1u;
+    *out = (uint32_t)v;
+    return AG_OK;
+}
+
+static ag_status get_id(parser *ps, const char **p, const char *end, bool create, uint32_t *out)
+{
+    size_t len = 0;
+    const char *w = word(p, end, &len);
+    if (!w)
+        return perr(ps, "expected a block ID");
+    char *key = ag_arena_strndup(&ps->t->arena, w, len);
+    if (!key)
+        return AG_OOM(ps->t->ctx);
+    uint32_t v;
+    if (ag_strmap_get(&ps->ids, key, &v)) {
+        *out = v;
+        return AG_OK;
+    }
+    if (!create)
+        return AG_ERR(ps->t->ctx, AG_EPARSE, "%s:%u: block '%s' was never allocated", ps->name, ps->line, key);
+    AG_TRY(ag_strmap_put(ps->t->ctx, &ps->ids, key, ps->t->nids) == AG_OK ? AG_OK : AG_OOM(ps->t->ctx));
+    *out = ps->t->nids++;
+    return AG_OK;
+}
+
+static ag_status parse_line(parser *ps, const char *p, const char *end)
+{
+    size_t len = 0;
+    const char *w = word(&p, end, &len);
+    if (!w)
+        return AG_OK;
+    trace_op op = {0};
+#define IS(lit) (len == sizeof(lit) - 1u && memcmp(w, lit, len) == 0)
+    if (IS("streams")) {
+        uint64_t v;
+        const char *n = word(&p, end, &len);
+        if (ps->t->ops.len || ps->have_streams)
+            return perr(ps, "'streams' must come before every operation");
+        if (!n || !parse_u64(n, len, &v) || v == 0 || v > AG_ALLOC_MAX_STREAMS)
+            return perr(ps, "'streams' needs a count from 1 to 4096");
+        ps->t->nstreams = (uint32_t)v;
+        ps->have_streams = true;
+        goto tail;
+    } else if (IS("alloc")) {
+        op.kind = AG_TOP_ALLOC;
+        AG_TRY(get_id(ps, &p, end, true, &op.id));
+        const char *n = word(&p, end, &len);
+        if (!n || !parse_u64(n, len, &op.size) || op.size == 0)
+            return perr(ps, "'alloc' needs a size in bytes above 0");
+        AG_TRY(get_stream(ps, &p, end, &op.s1));
+    } else if (IS("use") || IS("free")) {
+        op.kind = IS("use") ? AG_TOP_USE : AG_TOP_FREE;
+        AG_TRY(get_id(ps, &p, end, false, &op.id));
+        AG_TRY(get_stream(ps, &p, end, &op.s1));
+    } else if (IS("record") || IS("wait")) {
+        op.kind = IS("record") ? AG_TOP_RECORD : AG_TOP_WAIT;
+        AG_TRY(get_stream(ps, &p, end, &op.s1));
+        AG_TRY(get_stream(ps, &p, end, &op.s2));
+        if (op.s1 == op.s2)
+            return perr(ps, "a stream cannot record for or wait on itself");
+    } else if (IS("sync")) {
+        op.kind = AG_TOP_SYNC;
+    } else {
+        char buf[40];
+        snprintf(buf, sizeof buf, "%.*s", (int)(len < 32 ? len : 32), w);
+        return AG_ERR(ps->t->ctx, AG_EPARSE,
+                      "%s:%u: unknown operation '%s' (expected streams, alloc, use, free, record, wait, sync)",
+                      ps->name, ps->line, buf);
+    }
+#undef IS
+    if (ag_vec_push(ps->t->ctx, &ps->t->ops, sizeof op, &op) != AG_OK)
+        return AG_OOM(ps->t->ctx);
+tail:
+    if (word(&p, end, &len))
+        return perr(ps, "unexpected text after the operation");
+    return AG_OK;
+}
+
+ag_status ag_alloc_trace_parse(ag_ctx *ctx, const char *name, const char *text, size_t len, ag_alloc_trace **out)
+{
+    if (!name)
+        name = "<trace>";
+    ag_alloc_trace *t = ag_calloc(ctx, 1, sizeof *t);
+    if (!t)
+        return AG_OOM(ctx);
+    t->ctx = ctx;
+    ag_arena_init(&t->arena, ctx);
+    parser ps = {.t = t, .name = name};
+    ag_strmap_init(&ps.ids);
+    ag_status st = AG_OK;
+    const char *p = text, *end = text + len;
+    while (p < end && st == AG_OK) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        const char *le = nl ? nl : end;
+        ps.line++;
+        st = parse_line(&ps, p, le);
+        p = nl ? nl + 1 : end;
+    }
+    if (st == AG_OK && t->nstreams == 0)
+        t->nstreams = 1;
+    ag_strmap_free(ctx, &ps.ids);
+    if (st != AG_OK) {
+        ag_alloc_trace_destroy(t);
+        return st;
+    }
+    *out = t;
+    return AG_OK;
+}
+
+/* ---- replay ---- */
+
+typedef struct retired {
+    uintptr_t lo, hi;
+    uint64_t *last; /* per stream: its position at its last use, 0 none */
+} retired;
+
+typedef struct replay {
+    ag_ctx *ctx;
+    ag_device *dev;
+    const ag_alloc_trace *t;
+    ag_memalloc *a;
+    uint32_t n;
+    bool check;
+    ag_dev_stream **streams;
+    ag_block **blk;      /* per ID: live block or NULL */
+    uint32_t *users;     /* per ID: streams' uses not yet freed */
+    uint64_t *pos;       /* per stream: operations so far */
+    uint64_t *clock;     /* n x n: what stream s knows of stream u */
+    uint64_t *evclock;   /* n x n x n: clock carried by the last record src -> dst */
+    uint64_t *lastuse;   /* per ID x n */
+    retired *ret;
+    uint32_t nret, capret;
+    uint64_t violations;
+    ag_vec marks;        /* n words per mark the allocator took (hooks) */
+    bool hook_oom;       /* a mark could not be stored: fail the replay */
+    ag_timed *timed;
+} replay;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void know_all(replay *r)
+{
+    for (uint32_t s = 0; s < r->n; s++)
+        for (uint32_t u = 0; u < r->n; u++)
+            r->clock[(size_t)s * r->n + u] = r->pos[u];
+}
+
+/* The allocator's happens-before hooks: a mark is a copy of the stream's
+ * clock; a join merges it into one stream's clock or into every one. */
+static uint64_t hb_mark(void *ud, uint32_t stream)
+{
+    replay *r = ud;
+    size_t n = r->n;
+    uint64_t *row = r->clock + stream * n;
+    row[stream] = r->pos[stream];
+    size_t at = r->marks.len;
+    for (size_t u = 0; u < n; u++)
+        if (ag_vec_push(r->ctx, &r->marks, sizeof(uint64_t), &row[u]) != AG_OK) {
+            r->hook_oom = true;
+            r->marks.len = at;
+            return 0;
+        }
+    return at / n + 1u;
+}
+
+static void hb_join(void *ud, uint32_t stream, uint64_t mark)
+{
+    replay *r = ud;
+    size_t n = r->n;
+    if (mark == 0)
+        return;
+    const uint64_t *m = (const uint64_t *)r->marks.data + (mark - 1u) * n;
+    for (uint32_t s = stream == UINT32_MAX ? 0 : stream; s < n; s++) {
+        uint64_t *c = r->clock + s * n;
+        for (size_t u = 0; u < n; u++)
+            if (m[u] > c[u])
+                c[u] = m[u];
+        if (stream != UINT32_MAX)
+            break;
+    }
+}
+
+/* The block just handed to stream s for ID id must be ordered after every
+ * earlier use of any memory it overlaps. */
+static void check_handout(replay *r, uint32_t id, uint32_t s)
+{
+    ag_block *b = r->blk[id];
+    uintptr_t lo = (uintptr_t)ag_block_ptr(b), hi = lo + ag_block_size(b);
+    uint32_t k = 0;
+    while (k < r->nret) {
+        retired *e = &r->ret[k];
+        if (e->hi <= lo || e->lo >= hi) {
+            k++;
+            continue;
+        }
+        for (uint32_t u = 0; u < r->n; u++) {
+            uint64_t need = e->last[u];
+            if (need && r->clock[(size_t)s * r->n + u] < need)
+                r->violations++;
+        }
+        if (lo <= e->lo && e->hi <= hi) {
+            /* wholly covered: the new owner's own history replaces it */
+            ag_free(r->ctx, e->last, r->n * sizeof(uint64_t));
+            r->ret[k] = r->ret[--r->nret];
+        } else {
+            k++;
+        }
+    }
+}
+
+static ag_status retire(replay *r, uint32_t id)
+{
+    if (r->nret == r->capret) {
+        uint32_t nc = r->capret ? r->capret * 2u : 64u;
+        retired *v = ag_realloc(r->ctx, r->ret, r->capret * sizeof *v, nc * sizeof *v);
+        if (!v)
+            return AG_OOM(r->ctx);
+        r->ret = v;
+        r->capret = nc;
+    }
+    uint64_t *last = ag_alloc(r->ctx, r->n * sizeof *last);
+    if (!last)
+        return AG_OOM(r->ctx);
+    memcpy(last, r->lastuse + (size_t)id * r->n, r->n * sizeof *last);
+    retired *e = &r->ret[r->nret++];
+    e->lo = (uintptr_t)ag_block_ptr(r->blk[id]);
+    e->hi = e->lo + ag_block_size(r->blk[id]);
+    e->last = last;
+    return AG_OK;
+}
+
+static ag_status run_op(replay *r, const trace_op *op, uint64_t opno)
+{
+    ag_ctx *ctx = r->ctx;
+    size_t n = r->n;
+    switch (op->kind) {
+    case AG_TOP_ALLOC:
+        if (r->blk[op->id])
+            return AG_ERR(ctx, AG_EINVAL, "trace operation %llu: block allocated again before its last free",
+                          (unsigned long long)opno);
+        AG_TRY(ag_alloc_malloc(r->a, op->s1, op->size, &r->blk[op->id]));
+        ag_timed_kernel(r->timed, r->streams[op->s1]); /* the producer */
+        r->users[op->id] = 1;
+        if (r->check) {
+            r->pos[op->s1]++;
+            r->clock[op->s1 * n + op->s1] = r->pos[op->s1];
+            memset(r->lastuse + op->id * n, 0, n * sizeof(uint64_t));
+            r->lastuse[op->id * n + op->s1] = r->pos[op->s1];
+            check_handout(r, op->id, op->s1);
+        }
+        return AG_OK;
+    case AG_TOP_USE:
+    case AG_TOP_FREE: {
+        ag_block *b = r->blk[op->id];
+        if (!b)
+            return AG_ERR(ctx, AG_EINVAL, "trace operation %llu: block not live", (unsigned long long)opno);
+        if (r->check) {
+            r->pos[op->s1]++;
+            r->clock[op->s1 * n + op->s1] = r->pos[op->s1];
+            r->lastuse[op->id * n + op->s1] = r->pos[op->s1];
+        }
+        if (op->kind == AG_TOP_USE) {
+            AG_TRY(ag_alloc_access(r->a, b, op->s1));
+            ag_timed_kernel(r->timed, r->streams[op->s1]); /* a consumer */
+            r->users[op->id]++;
+            return AG_OK;
+        }
+        /* the last free makes the memory reusable: retire it first */
+        bool last = r->users[op->id] == 1;
+        if (r->check && last)
+            AG_TRY(retire(r, op->id));
+        ag_status st = ag_alloc_free(r->a, b, op->s1);
+        if (st != AG_OK) {
+            if (r->check && last)
+                ag_free(ctx, r->ret[--r->nret].last, n * sizeof(uint64_t));
+            return st;
+        }
+        if (--r->users[op->id] == 0)
+            r->blk[op->id] = NULL;
+        return AG_OK;
+    }
+    case AG_TOP_RECORD:
+        AG_TRY(ag_alloc_send(r->a, op->s1, op->s2));
+        if (r->check) {
+            r->clock[op->s1 * n + op->s1] = r->pos[op->s1];
+            memcpy(r->evclock + (op->s1 * n + op->s2) * n, r->clock + op->s1 * n, n * sizeof(uint64_t));
+        }
+        return AG_OK;
+    case AG_TOP_WAIT:
+        AG_TRY(ag_alloc_wait(r->a, op->s1, op->s2));
+        if (r->check) {
+            const uint64_t *ev = r->evclock + (op->s2 * n + op->s1) * n;
+            uint64_t *c = r->clock + op->s1 * n;
+            for (size_t u = 0; u < n; u++)
+                if (ev[u] > c[u])
+                    c[u] = ev[u];
+        }
+        return AG_OK;
+    case AG_TOP_SYNC:
+        AG_TRY(ag_alloc_sync(r->a, AG_SYNC_LAST));
+        AG_TRY(ag_alloc_sync(r->a, AG_SYNC_CLEAN));
+        if (r->check)
+            know_all(r);
+        return AG_OK;
+    }
+    return AG_ERR(ctx, AG_EINTERNAL, "trace operation %llu: unknown kind", (unsigned long long)opno);
+}
+
+static void replay_free(replay *r, ag_device *tdev, ag_dev_stream **streams)
+{
+    ag_ctx *ctx = r->ctx;
+    size_t n = r->n;
+    ag_alloc_destroy(r->a);
+    ag_vec_free(ctx, &r->marks, sizeof(uint64_t));
+    if (streams) {
+        for (uint32_t k = 0; k < n; k++)
+            ag_dev_stream_destroy(tdev, streams[k]);
+        ag_free(ctx, streams, n * sizeof *streams);
+    }
+    ag_device_destroy(tdev);
+    for (uint32_t k = 0; k < r->nret; k++)
+        ag_free(ctx, r->ret[k].last, n * sizeof(uint64_t));
+    ag_free(ctx, r->ret, r->capret * sizeof *r->ret);
+    ag_free(ctx, r->blk, (size_t)r->t->nids * sizeof *r->blk);
+    ag_free(ctx, r->users, (size_t)r->t->nids * sizeof *r->users);
+    ag_free(ctx, r->pos, n * sizeof *r->pos);
+    ag_free(ctx, r->clock, n * n * sizeof *r->clock);
+    ag_free(ctx, r->evclock, n * n * n * sizeof *r->evclock);
+    ag_free(ctx, r->lastuse, (size_t)r->t->nids * n * sizeof *r->lastuse);
+}
+
+ag_status ag_alloc_replay(ag_ctx *ctx, ag_device *dev, const ag_alloc_trace *t, const ag_alloc_config *cfg,
+                          const ag_alloc_replay_opts *opts, ag_alloc_replay_result *res)
+{
+    ag_alloc_config c;
+    if (cfg)
+        c = *cfg;
+    else
+        ag_alloc_config_default(&c);
+    ag_alloc_replay_opts o = {.size = sizeof o};
+    if (opts) {
+        if (opts->size < sizeof o)
+            return AG_ERR(ctx, AG_EINVAL, "replay: options size %zu, expected %zu", opts->size, sizeof o);
+        o = *opts;
+    }
+    if (c.nstreams < t->nstreams)
+        c.nstreams = t->nstreams;
+    if (o.check && c.nstreams > 64)
+        return AG_ERR(ctx, AG_EINVAL, "replay check: at most 64 streams (the trace has %u)", c.nstreams);
+    replay r = {.ctx = ctx, .dev = dev, .t = t, .n = c.nstreams, .check = o.check};
+    size_t n = r.n;
+    ag_device *tdev = NULL;
+    AG_TRY(ag_timed_wrap(dev, o.kernel_ticks, &r.timed, &tdev));
+    ag_dev_stream **streams = ag_calloc(ctx, n, sizeof *streams);
+    if (!streams) {
+        ag_device_destroy(tdev);
+        return AG_OOM(ctx);
+    }
+    r.streams = streams;
+    ag_status st = AG_OK;
+    for (uint32_t k = 0; k < n && st == AG_OK; k++)
+        st = ag_dev_stream_create(tdev, &streams[k]);
+    if (st != AG_OK) {
+        replay_free(&r, tdev, streams);
+        return st;
+    }
+    if (t->nids) {
+        r.blk = ag_calloc(ctx, t->nids, sizeof *r.blk);
+        r.users = ag_calloc(ctx, t->nids, sizeof *r.users);
+        if (!r.blk || !r.users)
+            st = AG_OOM(ctx);
+    }
+    if (o.check) {
+        r.pos = ag_calloc(ctx, n, sizeof *r.pos);
+        r.clock = ag_calloc(ctx, n * n, sizeof *r.clock);
+        r.evclock = ag_calloc(ctx, n * n * n, sizeof *r.evclock);
+        r.lastuse = t->nids ? ag_calloc(ctx, (size_t)t->nids * n, sizeof *r.lastuse) : NULL;
+        if (!r.pos || !r.clock || !r.evclock || (t->nids && !r.lastuse))
+            st = AG_OOM(ctx);
+    }
+    if (st == AG_OK)
+        st = ag_alloc_create(ctx, tdev, streams, &c, &r.a);
+    if (st == AG_OK && o.check) {
+        r.a->hb_mark = hb_mark;
+        r.a->hb_join = hb_join;
+        r.a->hb_ud = &r;
+    }
+    ag_alloc_replay_result out;
+    memset(&out, 0, sizeof out);
+    out.size = sizeof out;
+    const trace_op *ops = t->ops.data;
+    double t0 = now_s();
+    for (uint32_t k = 0; k < t->ops.len && st == AG_OK; k++) {
+        ag_timed_tick(r.timed);
+        double a0 = now_s();
+        st = run_op(&r, &ops[k], (uint64_t)k + 1u);
+        double a1 = now_s();
+        out.count[ops[k].kind]++;
+        out.seconds[ops[k].kind] += a1 - a0;
+        if (st == AG_OK && r.hook_oom)
+            st = AG_OOM(ctx);
+    }
+    if (st == AG_OK) {
+        ag_timed_tick(r.timed);
+        double a0 = now_s();
+        st = ag_alloc_sync(r.a, AG_SYNC_LAST);
+        if (st == AG_OK)
+            st = ag_alloc_sync(r.a, AG_SYNC_CLEAN);
+        out.count[AG_TOP_SYNC]++;
+        out.seconds[AG_TOP_SYNC] += now_s() - a0;
+    }
+    out.total_seconds = now_s() - t0;
+    if (st == AG_OK && r.hook_oom)
+        st = AG_OOM(ctx);
+    if (st == AG_OK) {
+        out.stats.size = sizeof out.stats;
+        ag_alloc_stats_get(r.a, &out.stats, NULL);
+        out.violations = r.violations;
+        out.device_ticks = ag_timed_makespan(r.timed);
+        if (res) {
+            size_t sz = res->size < sizeof out ? res->size : sizeof out;
+            memcpy(res, &out, sz);
+            res->size = sz;
+        }
+    }
+    replay_free(&r, tdev, streams);
+    return st;
+}

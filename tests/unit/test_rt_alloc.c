@@ -1,0 +1,840 @@
+/* Unit tests of the multi-stream caching allocator, layer by layer: the span
+ * heap (split, merge, trim), the MIF bitmap at 256 streams, the borrow
+ * allocator, the three recycle modes, version-filtered notices, trim and
+ * retry on a small device, the baseline mode, trace parsing and replay,
+ * and host and device failure sweeps. */
+#include <sched.h>
+#include <stdatomic.h>
+
+#include "support/agtest.h"
+
+#include "aliasguard/alloc.h"
+#include "aliasguard/device.h"
+#include "rt/alloc_internal.h"
+
+/* ---- span heap over a fake backing ---- */
+
+typedef struct fake_backing {
+    int grows, releases;
+    uint64_t live;
+} fake_backing;
+
+static ag_status fake_grow(void *ud, uint64_t size, uintptr_t *addr, void **cookie, uint64_t *got)
+{
+    fake_backing *f = ud;
+    void *p = aligned_alloc(4096, size);
+    if (!p)
+        return AG_ENOMEM;
+    f->grows++;
+    f->live += size;
+    *addr = (uintptr_t)p;
+    *cookie = p;
+    *got = size;
+    return AG_OK;
+}
+
+static void fake_release(void *ud, uintptr_t addr, uint64_t size, void *cookie)
+{
+    fake_backing *f = ud;
+    (void)addr;
+    f->releases++;
+    f->live -= size;
+    free(cookie);
+}
+
+static void test_heap_split_merge(void **state)
+{
+    (void)state;
+    ag_ctx *ctx = agtest_ctx();
+    fake_backing fb = {0};
+    ag_heap h;
+    ag_heap_init(&h, ctx, 512, 512, UINT64_MAX, fake_grow, fake_release, &fb, false);
+    assert_int_equal(ag_heap_grow(&h, 8192), AG_OK);
+    assert_int_equal(ag_heap_reserve(&h), AG_OK);
+    ag_span *a = ag_heap_take(&h, 1024);
+    assert_int_equal(ag_heap_reserve(&h), AG_OK);
+    ag_span *b = ag_heap_take(&h, 2048);
+    assert_int_equal(ag_heap_reserve(&h), AG_OK);
+    ag_span *c = ag_heap_take(&h, 1024);
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_non_null(c);
+    /* split: consecutive pieces of one region */
+    assert_int_equal(b->addr, a->addr + 1024);
+    assert_int_equal(c->addr, b->addr + 2048);
+    assert_int_equal(h.used, 4096);
+    assert_true(ag_heap_check(&h));
+    /* freeing the middle leaves a hole that an exact request refills */
+    ag_heap_put(&h, b);
+    assert_true(ag_heap_check(&h));
+    assert_int_equal(ag_heap_reserve(&h), AG_OK);
+    ag_span *b2 = ag_heap_take(&h, 2048);
+    assert_int_equal(b2->addr, a->addr + 1024);
+    /* a request larger than the hole goes to the tail */
+    ag_heap_put(&h, b2);
+    assert_int_equal(ag_heap_reserve(&h), AG_OK);
+    ag_span *d = ag_heap_take(&h, 3072);
+    assert_int_equal(d->addr, c->addr + 1024);
+    /* merge: freeing a then c joins a, the hole and c into one span */
+    ag_heap_put(&h, a);
+    ag_heap_put(&h, c);
+    assert_true(ag_heap_check(&h));
+    assert_int_equal(ag_heap_reserve(&h), AG_OK);
+    ag_span *e = ag_heap_take(&h, 4096);
+    assert_int_equal(e->addr, a->addr);
+    /* trim returns nothing while a span is taken, the region once all is free */
+    assert_int_equal(ag_heap_trim(&h), 0);
+    ag_heap_put(&h, d);
+    ag_heap_put(&h, e);
+    assert_true(ag_heap_check(&h));
+    assert_int_equal(ag_heap_trim(&h), 8192);
+    assert_int_equal(fb.live, 0);
+    assert_int_equal(h.reserved, 0);
+    ag_heap_destroy(&h);
+    ag_ctx_destroy(ctx);
+}
+
+static void test_heap_max_split(void **state)
+{
+    (void)state;
+    ag_ctx *ctx = agtest_ctx();
+    fake_backing fb = {0};
+    ag_heap h;
+    /* spans of 64 KiB or more are never split nor given to smaller requests */
+    ag_heap_init(&h, ctx, 512, 512, 65536, fake_grow, fake_release, &fb, false);
+    assert_int_equal(ag_heap_grow(&h, 131072), AG_OK);
+    assert_int_equal(ag_heap_reserve(&h), AG_OK);
+    assert_null(ag_heap_take(&h, 1024));
+    ag_span *big = ag_heap_take(&h, 100000 / 512 * 512 + 512);
+    assert_non_null(big);
+    assert_int_equal(big->size, 131072); /* whole, not split */
+    ag_heap_put(&h, big);
+    ag_heap_destroy(&h);
+    assert_int_equal(fb.live, 0);
+    ag_ctx_destroy(ctx);
+}
+
+static void test_bins(void **state)
+{
+    (void)state;
+    uint32_t prev = 0;
+    for (uint64_t u = 1; u < 100000; u++) {
+        uint32_t b = ag_alloc_bin(u);
+        assert_true(b >= prev && b < AG_NBINS);
+        prev = b;
+    }
+    assert_true(ag_alloc_bin(UINT64_MAX) < AG_NBINS);
+    uint64_t map[AG_BINWORDS] = {0};
+    map[3] = UINT64_C(1) << 5;
+    assert_int_equal(ag_binmap_next(map, 0), 3 * 64 + 5);
+    assert_int_equal(ag_binmap_next(map, 3 * 64 + 6), AG_NBINS);
+}
+
+static void test_mif_256(void **state)
+{
+    (void)state;
+    uint32_t n = 256, w = ag_mif_words(n);
+    assert_int_equal(w, 4);
+    uint64_t *mif = calloc((size_t)n * w, sizeof *mif);
+    ag_mif_set_all_observers(mif, n, 200);
+    ag_mif_set_all_observers(mif, n, 3);
+    for (uint32_t m = 0; m < n; m++) {
+        assert_true(ag_mif_is_set(mif, w, m, 200));
+        assert_true(ag_mif_is_set(mif, w, m, 3));
+        assert_false(ag_mif_is_set(mif, w, m, 199));
+    }
+    ag_mif_clear(mif, w, 200, 200);
+    assert_true(ag_mif_any_set(mif, w, 200));
+    /* 255 learns from 200 that 200 released; then from 3's own release */
+    ag_mif_merge(mif, w, 255, mif + (size_t)200 * w);
+    assert_false(ag_mif_is_set(mif, w, 255, 200));
+    ag_mif_clear(mif, w, 3, 3);
+    ag_mif_merge(mif, w, 255, mif + (size_t)3 * w);
+    assert_false(ag_mif_any_set(mif, w, 255));
+    assert_true(ag_mif_any_set(mif, w, 0));
+    free(mif);
+}
+
+/* ---- allocator fixtures ---- */
+
+typedef struct fix {
+    ag_ctx *ctx;
+    ag_device *dev;
+    ag_dev_stream **s;
+    uint32_t n;
+    ag_memalloc *a;
+} fix;
+
+static void fix_open(fix *f, uint32_t n, ag_alloc_mode mode, uint64_t hbm)
+{
+    memset(f, 0, sizeof *f);
+    f->ctx = agtest_ctx();
+    ag_device_sim_config dc = ag_device_sim_defaults();
+    if (hbm)
+        dc.capacity[AG_MEM_HBM] = hbm;
+    assert_int_equal(ag_device_sim_create(f->ctx, &dc, &f->dev), AG_OK);
+    f->n = n;
+    f->s = calloc(n, sizeof *f->s);
+    for (uint32_t k = 0; k < n; k++)
+        assert_int_equal(ag_dev_stream_create(f->dev, &f->s[k]), AG_OK);
+    ag_alloc_config c;
+    ag_alloc_config_default(&c);
+    c.nstreams = n;
+    c.mode = mode;
+    assert_int_equal(ag_alloc_create(f->ctx, f->dev, f->s, &c, &f->a), AG_OK);
+}
+
+static bool heaps_ok(const ag_memalloc *a)
+{
+    if (!ag_heap_check(&a->l1))
+        return false;
+    for (uint32_t k = 0; k < a->n; k++)
+        if (!ag_heap_check(&a->st[k].pool[0]) || !ag_heap_check(&a->st[k].pool[1]))
+            return false;
+    return true;
+}
+
+static void fix_close(fix *f)
+{
+    assert_true(heaps_ok(f->a));
+    ag_alloc_destroy(f->a);
+    ag_dev_stats ds = {.size = sizeof ds};
+    ag_dev_stats_get(f->dev, &ds);
+    assert_int_equal(ds.mem[AG_MEM_HBM].live, 0); /* everything went back to the device */
+    for (uint32_t k = 0; k < f->n; k++)
+        ag_dev_stream_destroy(f->dev, f->s[k]);
+    free(f->s);
+    ag_device_destroy(f->dev);
+    ag_ctx_destroy(f->ctx);
+}
+
+static ag_alloc_stats stats(ag_memalloc *a)
+{
+    ag_alloc_stats s = {.size = sizeof s};
+    ag_alloc_stats_get(a, &s, NULL);
+    return s;
+}
+
+static ag_block *xmalloc(fix *f, uint32_t s, uint64_t size)
+{
+    ag_block *b = NULL;
+    assert_int_equal(ag_alloc_malloc(f->a, s, size, &b), AG_OK);
+    assert_non_null(b);
+    return b;
+}
+
+static void test_birth_recycle(void **state)
+{
+    (void)state;
+    fix f;
+    fix_open(&f, 2, AG_ALLOC_MULTI, 0);
+    ag_block *b = xmalloc(&f, 0, 1000);
+    void *p = ag_block_ptr(b);
+    assert_int_equal(ag_block_size(b), 1024);
+    assert_int_equal(ag_block_birth(b), 0);
+    assert_int_equal(ag_alloc_free(f.a, b, 0), AG_OK);
+    ag_alloc_stats s = stats(f.a);
+    assert_int_equal(s.birth_recycles, 1);
+    assert_int_equal(s.allocated, 0);
+    assert_int_equal(s.peak_allocated, 1024);
+    /* the cached span is handed out again on the same stream */
+    b = xmalloc(&f, 0, 900);
+    assert_ptr_equal(ag_block_ptr(b), p);
+    /* another stream never gets it from stream 0's pool */
+    ag_block *c = xmalloc(&f, 1, 900);
+    assert_ptr_not_equal(ag_block_ptr(c), p);
+    assert_int_equal(ag_alloc_free(f.a, c, 0), AG_EINVAL); /* stream 0 does not use c */
+    assert_errmsg(f.ctx, "does not use the block");
+    assert_int_equal(ag_alloc_free(f.a, c, 1), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, b, 0), AG_OK);
+    fix_close(&f);
+}
+
+/* A kernel that holds its stream until the test opens the gate, so that
+ * an event recorded behind it stays incomplete. */
+static ag_status gate_kernel(void *arg)
+{
+    atomic_int *open = arg;
+    while (!atomic_load(open))
+        sched_yield();
+    return AG_OK;
+}
+
+/* Born on 0, used by 1; 0 drops it first (local recycle), 1 drops it next
+ * (local recycle too: 1 does not know 0 is done); the event 0 -> 1 tells 1,
+ * which borrows it; 1 reuses it, frees it, and the event 1 -> 0 sends it home.
+ * Stream 1 is kept busy, so the polled fallback cannot see its use end. */
+static void test_local_borrow_home(void **state)
+{
+    (void)state;
+    fix f;
+    fix_open(&f, 2, AG_ALLOC_MULTI, 0);
+    atomic_int open = 0;
+    assert_int_equal(ag_dev_launch(f.dev, f.s[1], gate_kernel, &open, "gate"), AG_OK);
+    ag_block *b = xmalloc(&f, 0, 4096);
+    void *p = ag_block_ptr(b);
+    assert_int_equal(ag_alloc_access(f.a, b, 1), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, b, 0), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, b, 1), AG_OK);
+    ag_alloc_stats s = stats(f.a);
+    assert_int_equal(s.local_recycles, 2);
+    assert_int_equal(s.pending, 4096);
+    assert_int_equal(s.birth_recycles + s.borrow_recycles, 0);
+    /* stream 0 must not see the memory yet */
+    ag_block *x = xmalloc(&f, 0, 4096);
+    assert_ptr_not_equal(ag_block_ptr(x), p);
+    assert_int_equal(ag_alloc_send(f.a, 0, 1), AG_OK);
+    assert_int_equal(ag_alloc_wait(f.a, 1, 0), AG_OK);
+    s = stats(f.a);
+    assert_int_equal(s.borrow_recycles, 1);
+    assert_int_equal(s.pending, 0);
+    assert_int_equal(s.borrowed, 4096);
+    /* stream 1 borrows it */
+    ag_block *y = xmalloc(&f, 1, 4000);
+    assert_ptr_equal(ag_block_ptr(y), p);
+    assert_int_equal(ag_block_birth(y), 0);
+    s = stats(f.a);
+    assert_int_equal(s.borrow_hits, 1);
+    assert_int_equal(ag_alloc_free(f.a, y, 1), AG_OK);
+    s = stats(f.a);
+    assert_int_equal(s.borrow_recycles, 2);
+    /* the next event from 1 to 0 takes it home */
+    assert_int_equal(ag_alloc_send(f.a, 1, 0), AG_OK);
+    assert_int_equal(ag_alloc_wait(f.a, 0, 1), AG_OK);
+    s = stats(f.a);
+    assert_int_equal(s.returned_home, 1);
+    assert_int_equal(s.borrowed, 0);
+    assert_int_equal(ag_alloc_free(f.a, x, 0), AG_OK);
+    ag_block *z = xmalloc(&f, 0, 4096);
+    assert_true(ag_block_ptr(z) == p || ag_block_ptr(z) == ag_block_ptr(x));
+    assert_int_equal(ag_alloc_free(f.a, z, 0), AG_OK);
+    s = stats(f.a);
+    assert_int_equal(s.polled_recycles, 0);
+    atomic_store(&open, 1);
+    fix_close(&f);
+}
+
+/* The polled fallback: every user has freed a shared block and no event
+ * edge follows; once the host sees the other user's event complete, the
+ * block goes home without a notice, and no notice is sent for it later. */
+static void test_polled_fallback(void **state)
+{
+    (void)state;
+    fix f;
+    fix_open(&f, 2, AG_ALLOC_MULTI, 0);
+    atomic_int open = 0;
+    assert_int_equal(ag_dev_launch(f.dev, f.s[1], gate_kernel, &open, "gate"), AG_OK);
+    ag_block *b = xmalloc(&f, 0, 4096);
+    void *p = ag_block_ptr(b);
+    assert_int_equal(ag_alloc_access(f.a, b, 1), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, b, 1), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, b, 0), AG_OK);
+    ag_alloc_stats s = stats(f.a);
+    assert_int_equal(s.pending, 4096);
+    /* stream 1 is still busy: its event is not complete */
+    ag_block *x = xmalloc(&f, 0, 4096);
+    assert_ptr_not_equal(ag_block_ptr(x), p);
+    atomic_store(&open, 1);
+    assert_int_equal(ag_dev_stream_synchronize(f.dev, f.s[1]), AG_OK);
+    ag_block *y = xmalloc(&f, 0, 4096);
+    assert_ptr_equal(ag_block_ptr(y), p);
+    s = stats(f.a);
+    assert_int_equal(s.polled_recycles, 1);
+    assert_int_equal(s.pending, 0);
+    assert_true(s.event_polls >= 2);
+    /* stream 1's local-recycle entry names a recycled block: the next
+     * event 1 -> 0 drops it instead of carrying it */
+    assert_int_equal(ag_alloc_send(f.a, 1, 0), AG_OK);
+    assert_int_equal(ag_alloc_wait(f.a, 0, 1), AG_OK);
+    s = stats(f.a);
+    assert_int_equal(s.notices_sent, 0);
+    assert_int_equal(s.notices_applied, 0);
+    assert_int_equal(ag_alloc_free(f.a, x, 0), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, y, 0), AG_OK);
+    fix_close(&f);
+}
+
+/* A large block's region empties on stream 0; stream 1 needs a region of
+ * that size: the region moves, ordered by an event 0 -> 1, instead of
+ * growing the device.  Without the move the device grows. */
+static void test_region_move(void **state)
+{
+    (void)state;
+    for (int steal = 1; steal >= 0; steal--) {
+        fix f;
+        fix_open(&f, 2, AG_ALLOC_MULTI, 0);
+        f.a->cfg.steal = (uint32_t)steal;
+        ag_block *b = xmalloc(&f, 0, 3u << 20);
+        void *p = ag_block_ptr(b);
+        assert_int_equal(ag_alloc_free(f.a, b, 0), AG_OK);
+        ag_block *c = xmalloc(&f, 1, 3u << 20);
+        ag_alloc_stats s = stats(f.a);
+        if (steal) {
+            assert_ptr_equal(ag_block_ptr(c), p);
+            assert_int_equal(s.regions_moved, 1);
+            assert_int_equal(s.region_waits, 1);
+            assert_int_equal(s.peak_reserved, 4u << 20);
+        } else {
+            assert_ptr_not_equal(ag_block_ptr(c), p);
+            assert_int_equal(s.regions_moved, 0);
+            assert_true(s.peak_reserved > (4u << 20));
+        }
+        assert_true(ag_heap_check(&f.a->st[0].pool[AG_POOL_LARGE]));
+        assert_true(ag_heap_check(&f.a->st[1].pool[AG_POOL_LARGE]));
+        assert_int_equal(ag_alloc_free(f.a, c, 1), AG_OK);
+        fix_close(&f);
+    }
+}
+
+/* The consumer drops first, the birth stream last: the event 1 -> 0 lets 0
+ * recycle at birth. */
+static void test_local_then_birth(void **state)
+{
+    (void)state;
+    fix f;
+    fix_open(&f, 2, AG_ALLOC_MULTI, 0);
+    ag_block *b = xmalloc(&f, 0, 512);
+    assert_int_equal(ag_alloc_access(f.a, b, 1), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, b, 1), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, b, 0), AG_OK);
+    assert_int_equal(stats(f.a).birth_recycles, 0);
+    assert_int_equal(ag_alloc_send(f.a, 1, 0), AG_OK);
+    assert_int_equal(ag_alloc_wait(f.a, 0, 1), AG_OK);
+    ag_alloc_stats s = stats(f.a);
+    assert_int_equal(s.birth_recycles, 1);
+    assert_int_equal(s.notices_applied, 1);
+    /* a wait without a new send carries nothing */
+    assert_int_equal(ag_alloc_wait(f.a, 0, 1), AG_OK);
+    assert_int_equal(stats(f.a).notices_applied, 1);
+    fix_close(&f);
+}
+
+/* Three-way fan-out: born on 0, used by 1 and 2, all drop it; every stream's
+ * notices reach the others.  Exactly one recycle; the later waiters find the
+ * version moved on and skip their notices. */
+static void test_fanout_stale(void **state)
+{
+    (void)state;
+    fix f;
+    fix_open(&f, 3, AG_ALLOC_MULTI, 0);
+    ag_block *b = xmalloc(&f, 0, 2048);
+    assert_int_equal(ag_alloc_access(f.a, b, 1), AG_OK);
+    assert_int_equal(ag_alloc_access(f.a, b, 2), AG_OK);
+    for (uint32_t s = 0; s < 3; s++)
+        assert_int_equal(ag_alloc_free(f.a, b, s), AG_OK);
+    assert_int_equal(ag_alloc_send(f.a, 0, 1), AG_OK);
+    assert_int_equal(ag_alloc_send(f.a, 0, 2), AG_OK);
+    assert_int_equal(ag_alloc_send(f.a, 1, 2), AG_OK);
+    assert_int_equal(ag_alloc_send(f.a, 2, 1), AG_OK);
+    assert_int_equal(stats(f.a).notices_sent, 4);
+    assert_int_equal(ag_alloc_wait(f.a, 2, 1), AG_OK);
+    assert_int_equal(stats(f.a).borrow_recycles, 0);
+    assert_int_equal(ag_alloc_wait(f.a, 2, 0), AG_OK);
+    ag_alloc_stats s = stats(f.a);
+    assert_int_equal(s.borrow_recycles, 1); /* stream 2 recycled it */
+    assert_int_equal(s.notices_stale, 0);
+    assert_int_equal(ag_alloc_wait(f.a, 1, 0), AG_OK);
+    assert_int_equal(ag_alloc_wait(f.a, 1, 2), AG_OK);
+    s = stats(f.a);
+    assert_int_equal(s.notices_stale, 2);
+    assert_int_equal(s.borrow_recycles + s.birth_recycles, 1);
+    assert_int_equal(s.pending, 0);
+    /* an entry already stale is not even sent again */
+    assert_int_equal(ag_alloc_send(f.a, 0, 2), AG_OK);
+    assert_int_equal(stats(f.a).notices_sent, 4);
+    fix_close(&f);
+}
+
+/* Puts a block of size on stream 1's borrow allocator (born on 0). */
+static void park_on_1(fix *f, uint64_t size)
+{
+    ag_block *b = xmalloc(f, 0, size);
+    assert_int_equal(ag_alloc_access(f->a, b, 1), AG_OK);
+    assert_int_equal(ag_alloc_free(f->a, b, 0), AG_OK);
+    assert_int_equal(ag_alloc_free(f->a, b, 1), AG_OK);
+    assert_int_equal(ag_alloc_send(f->a, 0, 1), AG_OK);
+    assert_int_equal(ag_alloc_wait(f->a, 1, 0), AG_OK);
+}
+
+/* A borrow served by a larger cached size must empty that size's bucket, not
+ * the requested one: the next borrow must find nothing there, not crash. */
+static void test_borrow_larger_then_again(void **state)
+{
+    (void)state;
+    fix f;
+    fix_open(&f, 2, AG_ALLOC_MULTI, 0);
+    park_on_1(&f, 16384);
+    ag_borrow *br = &f.a->st[1].borrow;
+    assert_int_equal(br->count, 1);
+    ag_block *x = xmalloc(&f, 1, 12288); /* takes the 16 KiB block */
+    assert_int_equal(ag_block_size(x), 16384);
+    assert_int_equal(br->count, 0);
+    for (uint32_t k = 0; k < AG_BINWORDS; k++)
+        assert_int_equal(br->binmap[k], 0);
+    ag_block *y = xmalloc(&f, 1, 12288); /* nothing to borrow: own pool */
+    assert_int_equal(ag_block_size(y), 12288);
+    assert_int_equal(stats(f.a).borrow_hits, 1);
+    /* the same through the internal entry, with two sizes parked */
+    park_on_1(&f, 8192);
+    park_on_1(&f, 32768);
+    assert_null(ag_borrow_take(f.a, br, 40000, UINT64_MAX));
+    ag_block *t1 = ag_borrow_take(f.a, br, 4096, UINT64_MAX);
+    assert_int_equal(t1->size, 8192);
+    ag_block *t2 = ag_borrow_take(f.a, br, 4096, UINT64_MAX);
+    assert_int_equal(t2->size, 32768);
+    assert_null(ag_borrow_take(f.a, br, 4096, UINT64_MAX));
+    ag_borrow_insert(f.a, br, t1, 1);
+    ag_borrow_insert(f.a, br, t2, 1);
+    assert_int_equal(ag_alloc_free(f.a, x, 1), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, y, 1), AG_OK);
+    assert_int_equal(ag_alloc_sync(f.a, AG_SYNC_CLEAN), AG_OK);
+    assert_int_equal(br->count, 0);
+    fix_close(&f);
+}
+
+static void test_streams_256(void **state)
+{
+    (void)state;
+    fix f;
+    fix_open(&f, 256, AG_ALLOC_MULTI, 0);
+    ag_block *b = xmalloc(&f, 255, 1 << 20);
+    void *p = ag_block_ptr(b);
+    assert_int_equal(ag_alloc_access(f.a, b, 0), AG_OK);
+    assert_int_equal(ag_alloc_access(f.a, b, 130), AG_OK);
+    assert_int_equal(ag_alloc_access(f.a, b, 64), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, b, 255), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, b, 0), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, b, 64), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, b, 130), AG_OK);
+    /* 130 learns from 0, 64 and 255; then it holds nothing and borrows */
+    uint32_t from[3] = {0, 64, 255};
+    for (int k = 0; k < 3; k++) {
+        assert_int_equal(ag_alloc_send(f.a, from[k], 130), AG_OK);
+        assert_int_equal(ag_alloc_wait(f.a, 130, from[k]), AG_OK);
+    }
+    ag_alloc_stats s = stats(f.a);
+    assert_int_equal(s.borrow_recycles, 1);
+    ag_block *c = xmalloc(&f, 130, 1 << 20);
+    assert_ptr_equal(ag_block_ptr(c), p);
+    assert_int_equal(ag_alloc_free(f.a, c, 130), AG_OK);
+    assert_int_equal(ag_alloc_sync(f.a, AG_SYNC_LAST), AG_OK);
+    assert_int_equal(ag_alloc_sync(f.a, AG_SYNC_CLEAN), AG_OK);
+    s = stats(f.a);
+    assert_int_equal(s.borrowed, 0);
+    assert_int_equal(s.allocated, 0);
+    fix_close(&f);
+}
+
+/* A device of 6 MiB: stream 0 fills and frees (its pools keep the memory),
+ * stream 1 then needs memory: L1 trims, the pools give back, the retry wins. */
+static void test_trim_and_retry(void **state)
+{
+    (void)state;
+    fix f;
+    fix_open(&f, 2, AG_ALLOC_MULTI, 6u << 20);
+    ag_block *b[4];
+    for (int k = 0; k < 4; k++)
+        b[k] = xmalloc(&f, 0, 1u << 20);
+    for (int k = 0; k < 4; k++)
+        assert_int_equal(ag_alloc_free(f.a, b[k], 0), AG_OK);
+    ag_alloc_stats s = stats(f.a);
+    assert_int_equal(s.allocated, 0);
+    assert_true(s.reserved >= (4u << 20));
+    ag_block *big = xmalloc(&f, 1, 5u << 20);
+    s = stats(f.a);
+    assert_true(s.retries >= 1);
+    assert_true(s.reserved <= (6u << 20));
+    /* too much for the device even after trimming: a clean error */
+    ag_block *none = NULL;
+    assert_int_equal(ag_alloc_malloc(f.a, 0, 4u << 20, &none), AG_ENOMEM);
+    assert_null(none);
+    assert_errmsg(f.ctx, "stream 0: cannot allocate 4194304 bytes of hbm memory");
+    assert_int_equal(stats(f.a).ooms, 1);
+    assert_int_equal(ag_alloc_free(f.a, big, 1), AG_OK);
+    fix_close(&f);
+}
+
+static void test_baseline(void **state)
+{
+    (void)state;
+    fix f;
+    fix_open(&f, 2, AG_ALLOC_BASELINE, 0);
+    ag_block *b = xmalloc(&f, 0, 4096);
+    void *p = ag_block_ptr(b);
+    assert_int_equal(ag_alloc_access(f.a, b, 1), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, b, 0), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, b, 1), AG_OK);
+    ag_alloc_stats s = stats(f.a);
+    assert_int_equal(s.pending, 4096);
+    /* private to stream 0: stream 1 never gets it */
+    ag_block *c = xmalloc(&f, 1, 4096);
+    assert_ptr_not_equal(ag_block_ptr(c), p);
+    assert_int_equal(ag_alloc_sync(f.a, AG_SYNC_CLEAN), AG_OK);
+    s = stats(f.a);
+    assert_int_equal(s.pending, 0);
+    ag_block *d = xmalloc(&f, 0, 4096);
+    assert_ptr_equal(ag_block_ptr(d), p);
+    assert_int_equal(ag_alloc_free(f.a, c, 1), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, d, 0), AG_OK);
+    fix_close(&f);
+}
+
+static void test_host_memory_shared(void **state)
+{
+    (void)state;
+    ag_ctx *ctx = agtest_ctx();
+    ag_device *dev = NULL;
+    assert_int_equal(ag_device_sim_create(ctx, NULL, &dev), AG_OK);
+    ag_dev_stream *s[2];
+    for (int k = 0; k < 2; k++)
+        assert_int_equal(ag_dev_stream_create(dev, &s[k]), AG_OK);
+    ag_alloc_config c;
+    ag_alloc_config_default(&c);
+    c.nstreams = 2;
+    c.mem_type = AG_MEM_HOST;
+    ag_memalloc *a = NULL;
+    assert_int_equal(ag_alloc_create(ctx, dev, s, &c, &a), AG_OK);
+    ag_block *b = NULL;
+    assert_int_equal(ag_alloc_malloc(a, 0, 100, &b), AG_OK);
+    assert_int_equal(ag_alloc_access(a, b, 1), AG_OK);
+    assert_int_equal(ag_alloc_free(a, b, 0), AG_OK);
+    assert_int_equal(ag_alloc_free(a, b, 1), AG_OK);
+    ag_alloc_stats st = {.size = sizeof st};
+    ag_alloc_stats_get(a, &st, NULL);
+    assert_int_equal(st.birth_recycles, 1); /* shared: no events needed */
+    assert_int_equal(st.local_recycles, 0);
+    ag_alloc_destroy(a);
+    for (int k = 0; k < 2; k++)
+        ag_dev_stream_destroy(dev, s[k]);
+    ag_device_destroy(dev);
+    ag_ctx_destroy(ctx);
+}
+
+static void test_config_errors(void **state)
+{
+    (void)state;
+    fix f;
+    fix_open(&f, 1, AG_ALLOC_MULTI, 0);
+    ag_alloc_config c;
+    ag_alloc_config_default(&c);
+    c.nstreams = 0;
+    ag_memalloc *a = NULL;
+    assert_int_equal(ag_alloc_create(f.ctx, f.dev, f.s, &c, &a), AG_EINVAL);
+    assert_errmsg(f.ctx, "nstreams 0");
+    ag_alloc_config_default(&c);
+    c.min_block = 500;
+    assert_int_equal(ag_alloc_create(f.ctx, f.dev, f.s, &c, &a), AG_EINVAL);
+    assert_errmsg(f.ctx, "min_block 500");
+    ag_block *b = NULL;
+    assert_int_equal(ag_alloc_malloc(f.a, 1, 64, &b), AG_EINVAL);
+    assert_errmsg(f.ctx, "stream 1 out of range");
+    assert_int_equal(ag_alloc_malloc(f.a, 0, 0, &b), AG_EINVAL);
+    assert_int_equal(ag_alloc_send(f.a, 0, 0), AG_EINVAL);
+    fix_close(&f);
+}
+
+/* ---- traces ---- */
+
+static const char trace_text[] = "# two streams, one cross-stream tensor\n"
+                                 "streams 2\n"
+                                 "alloc x 4096 0\n"
+                                 "record 0 1\n"
+                                 "wait 1 0\n"
+                                 "use x 1\n"
+                                 "alloc y 1000 1   # private to 1\n"
+                                 "free x 0\n"
+                                 "free y 1\n"
+                                 "free x 1\n"
+                                 "record 1 0\n"
+                                 "wait 0 1\n"
+                                 "alloc z 4096 0\n"
+                                 "free z 0\n"
+                                 "sync\n";
+
+static void test_trace_parse_errors(void **state)
+{
+    (void)state;
+    ag_ctx *ctx = agtest_ctx();
+    ag_alloc_trace *t = NULL;
+    struct {
+        const char *text, *msg;
+    } bad[] = {
+        {"alloc a 10 0\nfrob\n", "t:2: unknown operation 'frob'"},
+        {"streams 2\nalloc a 10 2\n", "t:2: stream 2 out of range"},
+        {"free q 0\n", "t:1: block 'q' was never allocated"},
+        {"alloc a 0 0\n", "t:1: 'alloc' needs a size"},
+        {"alloc a 10 0 9\n", "t:1: unexpected text"},
+        {"record 1 1\n", "t:1: a stream cannot record"},
+        {"alloc a 10 0\nstreams 3\n", "t:2: 'streams' must come before"},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        assert_int_equal(ag_alloc_trace_parse(ctx, "t", bad[k].text, strlen(bad[k].text), &t), AG_EPARSE);
+        assert_errmsg(ctx, bad[k].msg);
+    }
+    assert_int_equal(ag_alloc_trace_parse(ctx, "t", trace_text, strlen(trace_text), &t), AG_OK);
+    assert_int_equal(ag_alloc_trace_streams(t), 2);
+    assert_int_equal(ag_alloc_trace_ops(t), 13);
+    ag_alloc_trace_destroy(t);
+    ag_ctx_destroy(ctx);
+}
+
+static void test_trace_replay(void **state)
+{
+    (void)state;
+    ag_ctx *ctx = agtest_ctx();
+    ag_device *dev = NULL;
+    assert_int_equal(ag_device_sim_create(ctx, NULL, &dev), AG_OK);
+    ag_alloc_trace *t = NULL;
+    assert_int_equal(ag_alloc_trace_parse(ctx, "t", trace_text, strlen(trace_text), &t), AG_OK);
+    for (int mode = 0; mode < 2; mode++) {
+        ag_alloc_config c;
+        ag_alloc_config_default(&c);
+        c.mode = (ag_alloc_mode)mode;
+        ag_alloc_replay_result r = {.size = sizeof r};
+        ag_alloc_replay_opts o = {.size = sizeof o, .check = true};
+        assert_int_equal(ag_alloc_replay(ctx, dev, t, &c, &o, &r), AG_OK);
+        assert_int_equal(r.violations, 0);
+        assert_int_equal(r.count[AG_TOP_ALLOC], 3);
+        assert_int_equal(r.count[AG_TOP_SYNC], 2);
+        assert_int_equal(r.stats.peak_allocated, 4096 + 1024); /* z reuses x's place in time */
+        assert_int_equal(r.stats.allocated, 0);
+        if (mode == AG_ALLOC_MULTI)
+            assert_int_equal(r.stats.borrow_recycles + r.stats.birth_recycles, 3);
+    }
+    ag_alloc_trace_destroy(t);
+    ag_dev_stats ds = {.size = sizeof ds};
+    ag_dev_stats_get(dev, &ds);
+    assert_int_equal(ds.mem[AG_MEM_HBM].live, 0);
+    ag_device_destroy(dev);
+    ag_ctx_destroy(ctx);
+}
+
+/* ---- failure sweeps ---- */
+
+static ag_status sweep_body(ag_ctx *ctx, void *ud)
+{
+    ag_alloc_mode mode = *(ag_alloc_mode *)ud;
+    ag_alloc_trace *t = NULL;
+    AG_TRY(ag_alloc_trace_parse(ctx, "t", trace_text, strlen(trace_text), &t));
+    ag_device *dev = NULL;
+    ag_status st = ag_device_sim_create(ctx, NULL, &dev);
+    if (st == AG_OK) {
+        ag_alloc_config c;
+        ag_alloc_config_default(&c);
+        c.mode = mode;
+        ag_alloc_replay_result r = {.size = sizeof r};
+        ag_alloc_replay_opts o = {.size = sizeof o, .check = true, .kernel_ticks = 3};
+        st = ag_alloc_replay(ctx, dev, t, &c, &o, &r);
+        if (st == AG_OK && r.violations)
+            st = AG_EINTERNAL;
+    }
+    ag_device_destroy(dev);
+    ag_alloc_trace_destroy(t);
+    return st;
+}
+
+static void test_oom_sweep(void **state)
+{
+    (void)state;
+    for (int mode = 0; mode < 2; mode++) {
+        ag_alloc_mode m = (ag_alloc_mode)mode;
+        assert_true(AG_TEST_OOM_SWEEP(sweep_body, &m) > 10);
+    }
+}
+
+/* Every device entry failing at every N: a clean error, the heaps intact,
+ * nothing left on the device after the allocator is gone. */
+static void test_device_fault_sweep(void **state)
+{
+    (void)state;
+    for (int mode = 0; mode < 2; mode++) {
+        for (int pmode = 0; pmode < 2; pmode++) {
+            uint64_t nfail = 1;
+            for (uint64_t n = 1; nfail; n++) {
+                assert_true(n < 10000);
+                ag_ctx *ctx = agtest_ctx();
+                ag_device *sim = NULL, *dev = NULL;
+                assert_int_equal(ag_device_sim_create(ctx, NULL, &sim), AG_OK);
+                ag_dev_fault fl;
+                ag_dev_fault_init(&fl, AG_DEV_ENTRY_ALL, n, 0, pmode ? AG_FAULT_POISON : AG_FAULT_RETURN);
+                assert_int_equal(ag_device_fault_wrap(ctx, sim, &fl, &dev), AG_OK);
+                ag_dev_stream *s[3] = {0};
+                ag_status st = AG_OK;
+                for (int k = 0; k < 3 && st == AG_OK; k++)
+                    st = ag_dev_stream_create(dev, &s[k]);
+                ag_memalloc *a = NULL;
+                if (st == AG_OK) {
+                    ag_alloc_config c;
+                    ag_alloc_config_default(&c);
+                    c.nstreams = 3;
+                    c.mode = (ag_alloc_mode)mode;
+                    st = ag_alloc_create(ctx, dev, s, &c, &a);
+                }
+                ag_block *b[4] = {0};
+                uint32_t step = 0;
+                /* a fixed script; the first failure stops it */
+                for (; st == AG_OK && step < 14; step++) {
+                    switch (step) {
+                    case 0: st = ag_alloc_malloc(a, 0, 3000, &b[0]); break;
+                    case 1: st = ag_alloc_access(a, b[0], 1); break;
+                    case 2: st = ag_alloc_access(a, b[0], 2); break;
+                    case 3: st = ag_alloc_malloc(a, 1, 3u << 20, &b[1]); break;
+                    case 4: st = ag_alloc_free(a, b[0], 0); break;
+                    case 5: st = ag_alloc_free(a, b[0], 1); break;
+                    case 6: st = ag_alloc_send(a, 0, 2); break;
+                    case 7: st = ag_alloc_send(a, 1, 2); break;
+                    case 8: st = ag_alloc_free(a, b[0], 2); break;
+                    case 9: st = ag_alloc_wait(a, 2, 0); break;
+                    case 10: st = ag_alloc_wait(a, 2, 1); break;
+                    case 11: st = ag_alloc_free(a, b[1], 1); break;
+                    case 12: st = ag_alloc_malloc(a, 2, 3000, &b[2]); break;
+                    case 13: st = ag_alloc_sync(a, AG_SYNC_CLEAN); break;
+                    }
+                }
+                if (st != AG_OK) {
+                    assert_true(st == AG_ENOMEM || st == AG_EDEVICE);
+                    assert_true(ag_ctx_errmsg(ctx)[0] != '\0');
+                }
+                if (a)
+                    assert_true(heaps_ok(a));
+                ag_alloc_destroy(a);
+                for (int k = 0; k < 3; k++)
+                    ag_dev_stream_destroy(dev, s[k]);
+                nfail = fl.nfail;
+                ag_device_destroy(dev);
+                ag_dev_stats ds = {.size = sizeof ds};
+                ag_dev_stats_get(sim, &ds);
+                assert_int_equal(ds.mem[AG_MEM_HBM].live, 0);
+                ag_device_destroy(sim);
+                ag_ctx_destroy(ctx);
+            }
+        }
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_heap_split_merge),
+        cmocka_unit_test(test_heap_max_split),
+        cmocka_unit_test(test_bins),
+        cmocka_unit_test(test_mif_256),
+        cmocka_unit_test(test_birth_recycle),
+        cmocka_unit_test(test_local_borrow_home),
+        cmocka_unit_test(test_polled_fallback),
+        cmocka_unit_test(test_region_move),
+        cmocka_unit_test(test_local_then_birth),
+        cmocka_unit_test(test_fanout_stale),
+        cmocka_unit_test(test_borrow_larger_then_again),
+        cmocka_unit_test(test_streams_256),
+        cmocka_unit_test(test_trim_and_retry),
+        cmocka_unit_test(test_baseline),
+        cmocka_unit_test(test_host_memory_shared),
+        cmocka_unit_test(test_config_errors),
+        cmocka_unit_test(test_trace_parse_errors),
+        cmocka_unit_test(test_trace_replay),
+        cmocka_unit_test(test_oom_sweep),
+        cmocka_unit_test(test_device_fault_sweep),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,243 @@
+/* aliasguard alloc-replay: reads an allocation trace, replays it on the
+ * simulated device with the multi-stream allocator, the baseline or both,
+ * and prints peak allocated and reserved bytes, the time per operation and
+ * the recycling counters; --check verifies every reuse against the trace's
+ * event order. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "aliasguard/alloc.h"
+#include "aliasguard/device.h"
+#include "cli.h"
+
+void cmd_alloc_replay_help(FILE *f)
+{
+    fputs("usage: aliasguard alloc-replay [options] TRACE\n"
+          "\n"
+          "Replays TRACE (one operation per line: 'streams N', 'alloc ID SIZE STREAM',\n"
+          "'use ID STREAM', 'free ID STREAM', 'record SRC DST', 'wait DST SRC', 'sync';\n"
+          "see docs/runtime.md) on the simulated device and prints, per allocator mode,\n"
+          "the peak allocated and reserved bytes and the time per operation.\n"
+          "\n"
+          "options:\n"
+          "  --mode M         multi, baseline or both (default both; both also prints\n"
+          "                   the reserved-memory and time ratios)\n"
+          "  --capacity N     device memory in bytes (default 1 GiB)\n"
+          "  --repeat N       replay N times and keep the fastest time (default 1)\n"
+          "  --kernel-ticks N timing model: every alloc and use enqueues a kernel that\n"
+          "                   takes N host operations on its stream (default 0: the\n"
+          "                   device is always idle); both modes replay the same model\n"
+          "  --no-borrow      multi mode without the borrow allocator (L3)\n"
+          "  --no-steal       multi mode without moving free pool regions between\n"
+          "                   streams (large requests cut from shared large regions)\n"
+          "  --check          verify that no block is handed out again before every\n"
+          "                   stream that used its memory is ordered before the new user\n"
+          "  -h, --help       this help\n"
+          "\n"
+          "exit status: 0 replayed; 1 --check found a violation; 2 usage, input or\n"
+          "allocation error.\n",
+          f);
+}
+
+static void print_result(const char *mode, const ag_alloc_replay_result *r)
+{
+    const ag_alloc_stats *s = &r->stats;
+    printf("mode %s:\n", mode);
+    printf("  peak allocated: %llu bytes\n", (unsigned long long)s->peak_allocated);
+    printf("  peak reserved:  %llu bytes (fragmentation %.3f)\n", (unsigned long long)s->peak_reserved,
+           s->fragmentation);
+    uint64_t nops = 0;
+    for (int k = 0; k < AG_TOP_COUNT_; k++)
+        nops += r->count[k];
+    printf("  time: %.6f s, %.1f ns per operation; modelled device time %llu ticks\n", r->total_seconds,
+           nops ? r->total_seconds * 1e9 / (double)nops : 0.0, (unsigned long long)r->device_ticks);
+    for (int k = 0; k < AG_TOP_COUNT_; k++)
+        if (r->count[k])
+            printf("    %-7s %10llu x %9.1f ns\n", ag_trace_op_name((ag_trace_op)k), (unsigned long long)r->count[k],
+                   r->seconds[k] * 1e9 / (double)r->count[k]);
+    printf("  recycles: birth %llu, borrow %llu, local %llu; borrow hits %llu, returned home %llu\n",
+           (unsigned long long)s->birth_recycles, (unsigned long long)s->borrow_recycles,
+           (unsigned long long)s->local_recycles, (unsigned long long)s->borrow_hits,
+           (unsigned long long)s->returned_home);
+    printf("  notices: sent %llu, applied %llu, stale %llu; device allocations %llu, retries %llu\n",
+           (unsigned long long)s->notices_sent, (unsigned long long)s->notices_applied,
+           (unsigned long long)s->notices_stale, (unsigned long long)s->device_allocs,
+           (unsigned long long)s->retries);
+    printf("  polled: %llu events queried, %llu recycles; regions moved %llu (%llu waits)\n",
+           (unsigned long long)s->event_polls, (unsigned long long)s->polled_recycles,
+           (unsigned long long)s->regions_moved, (unsigned long long)s->region_waits);
+}
+
+static double per_op(const ag_alloc_replay_result *r)
+{
+    uint64_t nops = 0;
+    for (int k = 0; k < AG_TOP_COUNT_; k++)
+        nops += r->count[k];
+    return nops ? r->total_seconds / (double)nops : 0.0;
+}
+
+int cmd_alloc_replay(int argc, char **argv)
+{
+    cli_args a = {argc, argv, 1, "alloc-replay", false};
+    const char *input = NULL, *val = NULL, *mode = "both";
+    uint64_t capacity = 0, repeat = 1, ticks = 0;
+    bool check = false, borrow = true, steal = true;
+    while (a.i < a.argc) {
+        int r;
+        if (cli_opt_end(&a))
+            continue;
+        if (!a.only_pos) {
+            if (cli_opt_flag(&a, "--help", "-h")) {
+                cmd_alloc_replay_help(stdout);
+                return CLI_EXIT_OK;
+            }
+            if (cli_opt_flag(&a, "--check", NULL)) {
+                check = true;
+                continue;
+            }
+            if (cli_opt_flag(&a, "--no-steal", NULL)) {
+                steal = false;
+                continue;
+            }
+            if (cli_opt_flag(&a, "--no-borrow", NULL)) {
+                borrow = false;
+                continue;
+            }
+            if ((r = cli_opt_value(&a, "--mode", NULL, &mode)) != 0) {
+                if (r < 0)
+                    return CLI_EXIT_USAGE;
+                if (strcmp(mode, "multi") && strcmp(mode, "baseline") && strcmp(mode, "both"))
+                    return cli_usage_error(a.cmd, "--mode expects multi, baseline or both, got '%s'", mode);
+                continue;
+            }
+            if ((r = cli_opt_value(&a, "--capacity", NULL, &val)) != 0) {
+                if (r < 0 || !cli_parse_u64(a.cmd, "--capacity", val, &capacity))
+                    return CLI_EXIT_USAGE;
+                if (capacity == 0)
+                    return cli_usage_error(a.cmd, "--capacity must be at least 1");
+                continue;
+            }
+            if ((r = cli_opt_value(&a, "--repeat", NULL, &val)) != 0) {
+                if (r < 0 || !cli_parse_u64(a.cmd, "--repeat", val, &repeat))
+                    return CLI_EXIT_USAGE;
+                if (repeat == 0 || repeat > 1000)
+                    return cli_usage_error(a.cmd, "--repeat expects 1 to 1000");
+                continue;
+            }
+            if ((r = cli_opt_value(&a, "--kernel-ticks", NULL, &val)) != 0) {
+                if (r < 0 || !cli_parse_u64(a.cmd, "--kernel-ticks", val, &ticks))
+                    return CLI_EXIT_USAGE;
+                if (ticks > 1000000)
+                    return cli_usage_error(a.cmd, "--kernel-ticks expects 0 to 1000000");
+                continue;
+            }
+            if (cli_is_option(&a))
+                return cli_usage_error(a.cmd, "unknown option '%s'", a.argv[a.i]);
+        }
+        if (input)
+            return cli_usage_error(a.cmd, "unexpected argument '%s' (one trace at a time)", a.argv[a.i]);
+        input = a.argv[a.i++];
+    }
+    if (!input)
+        return cli_usage_error(a.cmd, "missing TRACE");
+
+    ag_ctx *ctx = ag_ctx_create(NULL);
+    if (!ctx) {
+        cli_err("out of memory");
+        return CLI_EXIT_USAGE;
+    }
+    int rc = CLI_EXIT_USAGE;
+    char *text = NULL;
+    size_t len = 0;
+    ag_alloc_trace *t = NULL;
+    ag_device *dev = NULL;
+    FILE *f = strcmp(input, "-") == 0 ? stdin : fopen(input, "rb");
+    if (!f) {
+        cli_err("%s: cannot open", input);
+        goto out;
+    }
+    {
+        size_t cap = 0;
+        for (;;) {
+            if (len + 65536 + 1 > cap) {
+                size_t nc = cap ? cap * 2 : 131072;
+                char *p = realloc(text, nc);
+                if (!p) {
+                    cli_err("%s: out of memory", input);
+                    goto out_close;
+                }
+                text = p;
+                cap = nc;
+            }
+            size_t got = fread(text + len, 1, cap - len - 1, f);
+            len += got;
+            if (got == 0)
+                break;
+        }
+        if (ferror(f)) {
+            cli_err("%s: read error", input);
+            goto out_close;
+        }
+        text[len] = '\0';
+    }
+    ag_status st = ag_alloc_trace_parse(ctx, input, text, len, &t);
+    if (st != AG_OK) {
+        cli_err_ctx(ctx, st, input);
+        goto out_close;
+    }
+    ag_device_sim_config dc = ag_device_sim_defaults();
+    if (capacity)
+        dc.capacity[AG_MEM_HBM] = capacity;
+    st = ag_device_sim_create(ctx, &dc, &dev);
+    if (st != AG_OK) {
+        cli_err_ctx(ctx, st, "device");
+        goto out_close;
+    }
+    printf("trace: %s (%llu operations, %u streams)\n", input, (unsigned long long)ag_alloc_trace_ops(t),
+           ag_alloc_trace_streams(t));
+    bool both = strcmp(mode, "both") == 0;
+    ag_alloc_replay_result res[2];
+    uint64_t violations = 0;
+    for (int m = 0; m < 2; m++) {
+        if (!both && strcmp(mode, ag_alloc_mode_name((ag_alloc_mode)m)) != 0)
+            continue;
+        ag_alloc_config c;
+        ag_alloc_config_default(&c);
+        c.mode = (ag_alloc_mode)m;
+        c.borrow = borrow;
+        c.steal = steal;
+        for (uint64_t k = 0; k < repeat; k++) {
+            ag_alloc_replay_result r = {.size = sizeof r};
+            ag_alloc_replay_opts o = {.size = sizeof o, .check = check, .kernel_ticks = (uint32_t)ticks};
+            st = ag_alloc_replay(ctx, dev, t, &c, &o, &r);
+            if (st != AG_OK) {
+                cli_err_ctx(ctx, st, input);
+                goto out_close;
+            }
+            if (k == 0 || r.total_seconds < res[m].total_seconds)
+                res[m] = r;
+        }
+        print_result(ag_alloc_mode_name((ag_alloc_mode)m), &res[m]);
+        violations += res[m].violations;
+    }
+    if (both) {
+        double rr = res[1].stats.peak_reserved
+                        ? (double)res[0].stats.peak_reserved / (double)res[1].stats.peak_reserved
+                        : 1.0;
+        double tr = per_op(&res[1]) > 0 ? per_op(&res[0]) / per_op(&res[1]) : 1.0;
+        printf("multi vs baseline: peak reserved x%.3f (%+.1f%%), time per operation x%.3f\n", rr,
+               (rr - 1.0) * 100.0, tr);
+    }
+    if (check)
+        printf("check: %llu violations\n", (unsigned long long)violations);
+    rc = violations ? CLI_EXIT_FINDINGS : CLI_EXIT_OK;
+out_close:
+    if (f && f != stdin)
+        fclose(f);
+out:
+    ag_alloc_trace_destroy(t);
+    ag_device_destroy(dev);
+    free(text);
+    ag_ctx_destroy(ctx);
+    return rc;
+}
