@@ -17,6 +17,11 @@ __extension__ typedef unsigned __int128 ps_u128;
 
 enum { PS_MINOFF = 0, PS_PLACE = 1 };
 
+typedef struct ps_pre {
+    ps_u128 key[3];
+    uint32_t item;
+} ps_pre;
+
 /* One undoable change: the old value of a field. */
 typedef struct ps_undo {
     uint32_t what; /* PS_*, and for PS_MINOFF the old raiser + 1 above bit 0 */
@@ -41,7 +46,9 @@ typedef struct ps_undo {
  *    higher), and moving c there lowers the sum;
  *  - splitting: buffers on the two sides of a time point that no unplaced
  *    buffer crosses never meet again, so each side is searched on its own
- *    (from a fresh canonical order, which only enlarges the set searched). */
+ *    (from a fresh canonical order and a fresh rank, which only enlarges
+ *    the set searched; the symmetry cut breaks ties by item index, not
+ *    rank, so that ranks changing between the two items stay consistent). */
 typedef struct pl_search {
     pl *p;
     uint32_t m;          /* items: the non-empty buffers */
@@ -69,6 +76,11 @@ typedef struct pl_search {
     size_t grp_top, grp_cap;
     uint64_t cap;        /* target: arena <= cap */
     uint64_t nodes, node_limit;
+    ps_pre *pre;         /* ranking scratch (m) */
+    uint32_t *rsave;     /* ranks saved while a part is searched, parallel to grp */
+    size_t rsave_cap;
+    int heur;            /* the ranking heuristic of this try */
+    bool dyn;
 } pl_search;
 
 /* Returns false when the stack cannot grow. */
@@ -166,13 +178,81 @@ static bool ps_place(pl_search *s, uint32_t c, uint32_t q0, uint32_t q1, bool *s
 static int ps_dfs(pl_search *s, size_t g0, uint32_t gk, uint32_t q0, uint32_t q1, uint64_t last,
                   uint32_t min_rank);
 
+/* Branching preferences (each key descending, then the buffer id): the
+ * widest, largest-area and most crowded buffers first, in three mixes,
+ * then plain size.  One rank often finds in a few thousand nodes what
+ * another misses in millions.  A dynamic rank is recomputed for each part
+ * after a split, with the crowding (total) of the sections at that point:
+ * the buffers that are tight now come first (this closes traces that a
+ * rank fixed at the root does not); one mix also runs with the rank of the
+ * root kept, which is faster on others. */
+enum { PS_KEY_WIDTH, PS_KEY_AREA, PS_KEY_TOTAL, PS_KEY_SIZE };
+enum { PS_DYNAMIC = 3 };
+static const uint8_t ps_heuristics[][4] = {
+    {PS_KEY_WIDTH, PS_KEY_AREA, PS_KEY_TOTAL, 1},
+    {PS_KEY_TOTAL, PS_KEY_AREA, PS_KEY_WIDTH, 1},
+    {PS_KEY_TOTAL, PS_KEY_WIDTH, PS_KEY_AREA, 1},
+    {PS_KEY_TOTAL, PS_KEY_WIDTH, PS_KEY_AREA, 0},
+    {PS_KEY_SIZE, PS_KEY_WIDTH, PS_KEY_TOTAL, 1},
+};
+#define PS_NHEUR ((int)(sizeof ps_heuristics / sizeof ps_heuristics[0]))
+
+/* The orders of the section-floor search. */
+static const int ps_sec_kinds[PL_ORDER_COUNT] = {PL_ORDER_SIZE, PL_ORDER_LENGTH, PL_ORDER_AREA, PL_ORDER_START};
+
+static int ps_pre_cmp(const void *pa, const void *pb)
+{
+    const ps_pre *a = pa, *b = pb;
+    for (int k = 0; k < 3; k++)
+        if (a->key[k] != b->key[k])
+            return a->key[k] > b->key[k] ? -1 : 1;
+    return a->item < b->item ? -1 : a->item > b->item;
+}
+
+/* Ranks items list[0..cnt) by heuristic s->heur with the section totals
+ * of now: ranks 0..cnt-1. */
+static void ps_rank(pl_search *s, const uint32_t *list, uint32_t cnt)
+{
+    ps_pre *pre = s->pre;
+    for (uint32_t n = 0; n < cnt; n++) {
+        uint32_t i = list[n];
+        const ag_buf *b = &s->p->bufs[s->buf[i]];
+        uint64_t width = b->upper - b->lower, tot = 0;
+        for (uint32_t q = s->sl[i]; q < s->su[i]; q++)
+            tot = s->total[q] > tot ? s->total[q] : tot;
+        for (int k = 0; k < 3; k++) {
+            switch (ps_heuristics[s->heur][k]) {
+            case PS_KEY_WIDTH:
+                pre[n].key[k] = width;
+                break;
+            case PS_KEY_AREA:
+                pre[n].key[k] = (ps_u128)width * s->sz[i];
+                break;
+            case PS_KEY_TOTAL:
+                pre[n].key[k] = tot;
+                break;
+            default:
+                pre[n].key[k] = s->sz[i];
+                break;
+            }
+        }
+        pre[n].item = i;
+    }
+    qsort(pre, cnt, sizeof *pre, ps_pre_cmp);
+    for (uint32_t r = 0; r < cnt; r++)
+        s->rank[pre[r].item] = r;
+}
+
+
 /* Searches the parts of group [g0, g0 + gk) (sections [q0, q1)) split at
- * the zero-cut boundaries in [b0, b1) one after the other: 1 when all are
+ * the zero-cut boundaries in [b0, b1) one after the other, each ranked
+ * afresh when the rank is dynamic (and at the root): 1 when all are
  * placed (state kept), else the first failure (the caller undoes). */
 static int ps_parts(pl_search *s, size_t g0, uint32_t gk, uint32_t q0, uint32_t q1, uint32_t b0, uint32_t b1)
 {
     size_t top0 = s->grp_top;
-    if (!ps_reserve(s, (void **)&s->grp, &s->grp_cap, top0 + gk, sizeof *s->grp))
+    if (!ps_reserve(s, (void **)&s->grp, &s->grp_cap, top0 + gk, sizeof *s->grp) ||
+        !ps_reserve(s, (void **)&s->rsave, &s->rsave_cap, top0 + gk, sizeof *s->rsave))
         return -2;
     uint32_t start = q0;
     int r = 1;
@@ -192,7 +272,13 @@ static int ps_parts(pl_search *s, size_t g0, uint32_t gk, uint32_t q0, uint32_t 
         }
         if (cnt != 0) {
             s->grp_top = top0 + cnt;
+            for (uint32_t k = 0; k < cnt; k++)
+                s->rsave[top0 + k] = s->rank[s->grp[top0 + k]];
+            if (s->dyn || g0 == 0) /* the root group lies at 0 */
+                ps_rank(s, s->grp + top0, cnt);
             r = ps_dfs(s, top0, cnt, start, end, 0, 0);
+            for (uint32_t k = 0; k < cnt; k++)
+                s->rank[s->grp[top0 + k]] = s->rsave[top0 + k];
             s->grp_top = top0;
         }
         start = end;
@@ -241,10 +327,10 @@ static int ps_dfs(pl_search *s, size_t g0, uint32_t gk, uint32_t q0, uint32_t q1
         if (passed || o >= minh)
             continue;
         /* i right on top of an item with the same lifetime: the two can
-         * swap, so only the larger below (then the earlier rank) */
+         * swap, so only the larger below (then the lower index) */
         uint32_t a = s->raiser[i];
         if (a != PS_NONE && s->cls[a] == s->cls[i] &&
-            (s->sz[i] > s->sz[a] || (s->sz[i] == s->sz[a] && s->rank[i] < s->rank[a])))
+            (s->sz[i] > s->sz[a] || (s->sz[i] == s->sz[a] && i < a)))
             continue;
         /* insertion by (minoff, rank): the lists are short */
         size_t at = c0 + nc++;
@@ -508,66 +594,6 @@ static int pl_sec_try(pl_sec *s, uint64_t cap, uint64_t node_limit)
 }
 
 
-/* Branching preferences (each key descending, then the buffer id): the
- * widest, largest-area and most crowded buffers first, in three mixes,
- * then plain size.  One rank often finds in a few thousand nodes what
- * another misses in millions. */
-enum { PS_KEY_WIDTH, PS_KEY_AREA, PS_KEY_TOTAL, PS_KEY_SIZE };
-static const uint8_t ps_heuristics[][3] = {
-    {PS_KEY_WIDTH, PS_KEY_AREA, PS_KEY_TOTAL},
-    {PS_KEY_TOTAL, PS_KEY_AREA, PS_KEY_WIDTH},
-    {PS_KEY_TOTAL, PS_KEY_WIDTH, PS_KEY_AREA},
-    {PS_KEY_SIZE, PS_KEY_WIDTH, PS_KEY_TOTAL},
-};
-#define PS_NHEUR ((int)(sizeof ps_heuristics / sizeof ps_heuristics[0]))
-
-/* The orders of the section-floor search. */
-static const int ps_sec_kinds[PL_ORDER_COUNT] = {PL_ORDER_SIZE, PL_ORDER_LENGTH, PL_ORDER_AREA, PL_ORDER_START};
-
-typedef struct ps_pre {
-    ps_u128 key[3];
-    uint32_t item;
-} ps_pre;
-
-static int ps_pre_cmp(const void *pa, const void *pb)
-{
-    const ps_pre *a = pa, *b = pb;
-    for (int k = 0; k < 3; k++)
-        if (a->key[k] != b->key[k])
-            return a->key[k] > b->key[k] ? -1 : 1;
-    return a->item < b->item ? -1 : a->item > b->item;
-}
-
-static void ps_rank(pl_search *s, int h, ps_pre *pre)
-{
-    for (uint32_t i = 0; i < s->m; i++) {
-        const ag_buf *b = &s->p->bufs[s->buf[i]];
-        uint64_t width = b->upper - b->lower, tot = 0;
-        for (uint32_t q = s->sl[i]; q < s->su[i]; q++)
-            tot = s->total[q] > tot ? s->total[q] : tot;
-        for (int k = 0; k < 3; k++) {
-            switch (ps_heuristics[h][k]) {
-            case PS_KEY_WIDTH:
-                pre[i].key[k] = width;
-                break;
-            case PS_KEY_AREA:
-                pre[i].key[k] = (ps_u128)width * s->sz[i];
-                break;
-            case PS_KEY_TOTAL:
-                pre[i].key[k] = tot;
-                break;
-            default:
-                pre[i].key[k] = s->sz[i];
-                break;
-            }
-        }
-        pre[i].item = i;
-    }
-    qsort(pre, s->m, sizeof *pre, ps_pre_cmp);
-    for (uint32_t r = 0; r < s->m; r++)
-        s->rank[pre[r].item] = r;
-}
-
 /* The state before anything is placed. */
 static void ps_reset(pl_search *s)
 {
@@ -631,6 +657,8 @@ static void ps_free(pl_search *s, size_t cells, size_t pairs)
     ag_free(ctx, s->trail, s->trail_cap * sizeof *s->trail);
     ag_free(ctx, s->cand, s->cand_cap * sizeof *s->cand);
     ag_free(ctx, s->grp, s->grp_cap * sizeof *s->grp);
+    ag_free(ctx, s->pre, m * sizeof *s->pre);
+    ag_free(ctx, s->rsave, s->rsave_cap * sizeof *s->rsave);
 }
 
 /* Items, sections, the per-section lists and the overlap lists. */
@@ -653,7 +681,8 @@ static ag_status ps_build(pl_search *s, size_t *cells_out, size_t *pairs_out, bo
     s->cls = ag_calloc(ctx, m, sizeof *s->cls);
     s->off = ag_calloc(ctx, m, sizeof *s->off);
     s->placed = ag_calloc(ctx, m, sizeof *s->placed);
-    if (!times || !s->buf || !s->sz || !s->sl || !s->su || !s->rank || !s->ovl_at || !s->minoff || !s->unov || !s->raiser || !s->cls || !s->off ||
+    s->pre = ag_calloc(ctx, m, sizeof *s->pre);
+    if (!s->pre || !times || !s->buf || !s->sz || !s->sl || !s->su || !s->rank || !s->ovl_at || !s->minoff || !s->unov || !s->raiser || !s->cls || !s->off ||
         !s->placed) {
         ag_free(ctx, times, nt_alloc * sizeof *times);
         return AG_OOM(ctx);
@@ -805,11 +834,15 @@ static uint64_t ps_target(uint64_t lo, uint64_t best, int step)
 }
 
 /* Restarts both searches with several ranks and doubling node limits.
- * With a capacity the target is the capacity (a feasibility problem: done
- * once the best fits, or when a try exhausts it).  Otherwise each round
- * tries the targets of ps_target, until the bound is reached, the best is
- * proved optimal, or the budget (time, or p->node_budget nodes in all)
- * ends.  *proved when a try exhausted the target just below the best. */
+ * With a capacity at or above lb the capacity is the target (a feasibility
+ * problem: done once the best fits), and tries of a quarter of the nodes
+ * aim halfway to the best and just below it, so that a capacity out of
+ * reach still leaves a good best to report; once a try
+ * proves a target at or above the capacity impossible, the rest of the
+ * budget improves the best.  Otherwise each round tries the targets of
+ * ps_target, until the bound is reached, the best is proved optimal, or
+ * the budget (time, or p->node_budget nodes in all) ends.  *proved when a
+ * try exhausted the target just below the best. */
 ag_status ag_pl_search(pl *p, uint64_t lb, bool *proved)
 {
     ag_ctx *ctx = p->ctx;
@@ -820,11 +853,12 @@ ag_status ag_pl_search(pl *p, uint64_t lb, bool *proved)
         s.m += p->sz[i] != 0;
     if (s.m == 0 || s.m > PL_SEARCH_MAX_BUFS || p->best_arena == 0)
         return AG_OK;
-    if (p->capacity != 0 && (p->best_arena <= p->capacity || p->capacity < lb))
+    if (p->capacity != 0 && p->best_arena <= p->capacity)
         return AG_OK;
+    /* the capacity as a target while it is not proved too small */
+    uint64_t want = p->capacity >= lb ? p->capacity : 0;
     size_t cells = 0, pairs = 0;
     bool too_big = false;
-    ps_pre *pre = NULL;
     pl_sec sec;
     memset(&sec, 0, sizeof sec);
     ag_status st = ps_build(&s, &cells, &pairs, &too_big);
@@ -833,8 +867,8 @@ ag_status ag_pl_search(pl *p, uint64_t lb, bool *proved)
     st = pl_sec_init(&sec, &s, cells);
     if (st != AG_OK)
         goto done;
-    pre = ag_calloc(ctx, s.m, sizeof *pre);
-    if (!pre || !ps_reserve(&s, (void **)&s.grp, &s.grp_cap, (size_t)s.m * 4, sizeof *s.grp) ||
+    if (!ps_reserve(&s, (void **)&s.grp, &s.grp_cap, (size_t)s.m * 4, sizeof *s.grp) ||
+        !ps_reserve(&s, (void **)&s.rsave, &s.rsave_cap, (size_t)s.m * 4, sizeof *s.rsave) ||
         !ps_reserve(&s, (void **)&s.trail, &s.trail_cap, (size_t)s.m * 4 + s.nsec, sizeof *s.trail)) {
         st = AG_OOM(ctx);
         goto done;
@@ -846,20 +880,41 @@ ag_status ag_pl_search(pl *p, uint64_t lb, bool *proved)
         bool any_cut = false;
         for (int e = 0; e < PS_NHEUR + PL_ORDER_COUNT && !stop; e++) {
             if (e < PS_NHEUR) {
-                ps_reset(&s);
-                ps_rank(&s, e, pre);
+                s.heur = e;
+                s.dyn = ps_heuristics[e][PS_DYNAMIC] != 0;
             } else {
                 pl_sec_items(&sec, ps_sec_kinds[e - PS_NHEUR], sec.times, sec.nt);
             }
+            uint64_t prev = UINT64_MAX;
             for (int step = 0; step < PS_STEPS && !stop; step++) {
                 if (lo > p->best_arena - 1) {
                     stop = true;
                     break;
                 }
-                uint64_t cap = p->capacity != 0 ? p->capacity : ps_target(lo, p->best_arena, step);
-                if (step > 0 && (p->capacity != 0 || cap == ps_target(lo, p->best_arena, step - 1)))
+                uint64_t cap, lim = limit;
+                if (want != 0) {
+                    /* the capacity, then halfway to the best and just below it */
+                    uint64_t l = lo > want + 1 ? lo : want + 1;
+                    cap = step == 0 ? want : ps_target(l, p->best_arena, step == 1 ? 0 : 2);
+                    if (step > 0) {
+                        if (cap <= want)
+                            continue;
+                        lim = limit / 4 + 1;
+                    }
+                } else {
+                    cap = ps_target(lo, p->best_arena, step);
+                    /* the bound gets the full limit (it is often reached,
+                     * but only after the most nodes); steps toward it a
+                     * quarter, which lets the best descend faster */
+                    if (step != 1)
+                        lim = limit / 4 + 1;
+                }
+                if (cap == prev)
                     continue;
-                uint64_t lim = limit;
+                prev = cap;
+                /* the section-floor nodes cost about twice as much */
+                if (e >= PS_NHEUR)
+                    lim = lim / 2 + 1;
                 if (p->node_budget != 0)
                     lim = p->node_budget - used < lim ? p->node_budget - used : lim;
                 int r;
@@ -888,11 +943,11 @@ ag_status ag_pl_search(pl *p, uint64_t lb, bool *proved)
                     ag_pl_keep(p, arena);
                 } else if (r == 0) {
                     lo = cap + 1;
-                    stop = p->capacity != 0; /* the capacity is proved too small */
+                    want = 0; /* the capacity is proved too small */
                 } else {
                     any_cut = true;
                 }
-                if (stop || p->best_arena <= lb || (p->capacity != 0 && p->best_arena <= p->capacity) ||
+                if (p->best_arena <= lb || (p->capacity != 0 && p->best_arena <= p->capacity) ||
                     ag_pl_now() >= p->deadline || (p->node_budget != 0 && used >= p->node_budget))
                     stop = true;
             }
@@ -903,7 +958,6 @@ ag_status ag_pl_search(pl *p, uint64_t lb, bool *proved)
     *proved = lo > p->best_arena - 1;
 done:
     pl_sec_free(&sec, ctx, (size_t)s.m * 2, cells);
-    ag_free(ctx, pre, s.m * sizeof *pre);
     ps_free(&s, cells, pairs);
     return st;
 }
