@@ -145,8 +145,8 @@ uint32_t ag_residency_count(const ag_residency *c);
 uint64_t ag_residency_bytes(const ag_residency *c);
 uint64_t ag_residency_host_bytes(const ag_residency *c);
 /* Close: withdraws host lookups, writes the retired generation into every
- * used descriptor slot, releases the arena and the host copies.  Retriable
- * on failure. */
+ * used descriptor slot, releases the arena, then drops the entries (the
+ * accounting reads zero).  Retriable on failure: entries stay until then. */
 ag_status ag_residency_close(ag_residency *c, const ag_residency_ops *ops);
 /* Close after the device was poisoned: its queued work is dropped, so the
  * arena and host copies go without any device write. */

@@ -268,6 +268,16 @@ uint64_t ag_residency_host_bytes(const ag_residency *c)
     return n;
 }
 
+/* The host metadata goes once the device side is settled (reference close:
+ * "clear metadata"), so the accounting of a closed cache reads all zero. */
+static void forget_entries(ag_residency *c)
+{
+    for (uint32_t k = 0; k < c->count; k++)
+        drop_entry(c, &c->entries[k]);
+    c->count = 0;
+    c->used = 0;
+}
+
 ag_status ag_residency_close(ag_residency *c, const ag_residency_ops *ops)
 {
     c->closing = true;
@@ -289,11 +299,7 @@ ag_status ag_residency_close(ag_residency *c, const ag_residency_ops *ops)
             return AG_ERR(c->ctx, st, "residency: releasing the arena failed (%s)", ag_status_str(st));
         c->arena = 0;
     }
-    for (uint32_t k = 0; k < c->count; k++) {
-        ag_free(c->ctx, c->entries[k].host_copy, c->entries[k].res.bytes);
-        c->entries[k].host_copy = NULL;
-    }
-    c->used = 0;
+    forget_entries(c);
     return AG_OK;
 }
 
@@ -302,11 +308,7 @@ void ag_residency_abandon(ag_residency *c, const ag_residency_ops *ops)
     c->closing = true;
     if (c->arena && ops->release(ops->ud, c->arena) == AG_OK)
         c->arena = 0;
-    for (uint32_t k = 0; k < c->count; k++) {
-        ag_free(c->ctx, c->entries[k].host_copy, c->entries[k].res.bytes);
-        c->entries[k].host_copy = NULL;
-    }
-    c->used = 0;
+    forget_entries(c);
 }
 
 ag_status ag_residency_release_descriptors(ag_residency *c, const ag_residency_ops *ops)

@@ -213,12 +213,64 @@ static void a_matching_packet_reaches_the_consumer_every_time(void **state)
     free(w.image);
 }
 
+
+/* The order of the device-side checks (reference 5.10): with two defects,
+ * the earlier class wins, so a packet is judged before its descriptor is
+ * read, the descriptor before the generation, the generation before the
+ * registration, the registration before the counts. */
+static void checks_run_in_the_documented_order(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *what;
+        void (*first)(world *w, blob *b);
+        void (*second)(world *w, blob *b);
+        int want;
+    } pairs[] = {
+        {"packet before descriptor", r_mode, r_desc_id, AG_KDISPATCH_INVALID_ARGS},
+        {"residency address before descriptor", r_res_other_slot, r_desc_gen0, AG_KDISPATCH_INVALID_ARGS},
+        {"descriptor before generation", r_desc_reserved, r_stale_packet, AG_KDISPATCH_NOT_RESIDENT},
+        {"generation before registration", r_retired_slot, r_unregistered, AG_KDISPATCH_STALE},
+        {"registration before runtime", r_reg_stale, r_no_runtime, AG_KDISPATCH_NOT_RESIDENT},
+        {"runtime before counts", r_no_consumer, r_counts_vs_image, AG_KDISPATCH_UNSUPPORTED_PAYLOAD},
+    };
+    world w;
+    for (size_t r = 0; r < sizeof pairs / sizeof pairs[0]; r++) {
+        world_init(&w);
+        _Alignas(16) unsigned char raw[sizeof(blob) + 64];
+        memset(raw, 0, sizeof raw);
+        blob *b = (blob *)(void *)raw;
+        good_packet(&w, b);
+        pairs[r].second(&w, b);
+        pairs[r].first(&w, b);
+        if (pairs[r].second == r_counts_vs_image) {
+            b->p.header.payload_bytes = 3 * sizeof(ag_kernel_tensor);
+            b->p.packet_bytes = 56 + b->p.header.payload_bytes;
+        }
+        int got = ag_kernel_device_exec(&w.ka, b);
+        if (got != pairs[r].want)
+            fail_msg("pair '%s': status %d, expected %d", pairs[r].what, got, pairs[r].want);
+        assert_int_equal(w.consumed, 0);
+        free(w.image);
+    }
+    /* A packet refused on its own fields never reads the kernel args. */
+    world_init(&w);
+    blob bb;
+    good_packet(&w, &bb);
+    bb.p.header.host_copy_tensor_count = 2;
+    assert_int_equal(ag_kdispatch_check_packet(&bb), AG_KDISPATCH_INVALID_ARGS);
+    _Alignas(16) unsigned char junk[8] = {0};
+    assert_int_equal(ag_kernel_device_exec(junk, &bb), AG_KDISPATCH_INVALID_ARGS);
+    free(w.image);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(every_malformed_packet_field_is_rejected),
         cmocka_unit_test(null_and_misaligned_pointers),
         cmocka_unit_test(a_matching_packet_reaches_the_consumer_every_time),
+        cmocka_unit_test(checks_run_in_the_documented_order),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -559,6 +559,7 @@ static void sixty_fifth_image_with_the_defaults(void **state)
 static void device_failure_at_every_call_of_init(void **state)
 {
     (void)state;
+    int rolled_back = 0, poisoned = 0;
     uint64_t n;
     for (n = 1;; n++) {
         rig r;
@@ -573,9 +574,20 @@ static void device_failure_at_every_call_of_init(void **state)
         if (injected) {
             assert_true(st != AG_OK);
             assert_true(ph == AG_KPHASE_NEW || ph == AG_KPHASE_POISONED);
-            if (ph == AG_KPHASE_POISONED)
-                assert_st(ag_kernel_runtime_error(ec), st);
             assert_st(ag_program_init(ec, r.dev), AG_KERNEL_ERR_INVALID_STATE);
+            if (ph == AG_KPHASE_POISONED) {
+                poisoned++;
+                assert_st(ag_kernel_runtime_error(ec), st);
+                assert_st(ag_kernel_mode_init(ec, r.dev, NULL, 41), AG_KERNEL_ERR_INVALID_STATE);
+            } else {
+                /* Rolled back: nothing of the device is held, and init may be retried. */
+                rolled_back++;
+                ag_dev_stats ds = {.size = sizeof ds};
+                ag_dev_stats_get(r.sim, &ds);
+                assert_int_equal(ds.live_streams, 1);
+                assert_int_equal(ds.live_events, 0);
+                assert_st(ag_kernel_mode_init(ec, r.dev, NULL, 41), AG_OK);
+            }
         } else {
             assert_st(st, AG_OK);
         }
@@ -586,6 +598,10 @@ static void device_failure_at_every_call_of_init(void **state)
             break;
     }
     assert_true(n > 8);
+    /* Both rows of the phase table: stream/event creation (New) and the
+     * persistent state after it (Poisoned). */
+    assert_true(rolled_back >= 7);
+    assert_true(poisoned > 0);
 }
 
 /* An asynchronous device failure during prepare: the stream cannot be shown
@@ -668,6 +684,290 @@ static void close_after_the_device_was_poisoned(void **state)
     rig_close(&r, true);
 }
 
+
+/* ---------------------------------------------------------------- ownership */
+
+static ag_dev_stats stats_of(ag_device *dev)
+{
+    ag_dev_stats st = {.size = sizeof st};
+    ag_dev_stats_get(dev, &st);
+    return st;
+}
+
+/* Seed: the runtime image, register table and kernel args are allocated
+ * once per context; the context owns its streams and events until close and
+ * never destroys, resets or synchronizes away what it borrowed. */
+static void persistent_state_once_streams_owned_until_close(void **state)
+{
+    (void)state;
+    rig r;
+    rig_open(&r, NULL, false);
+    ag_dev_stats base = stats_of(r.sim);
+    ag_exec_context *ec = kernel_ctx(&r, 101);
+    ag_dev_stats st = stats_of(r.sim);
+    assert_int_equal(st.live_streams, base.live_streams + 2);
+    assert_int_equal(st.live_events, base.live_events + 5);
+    /* Descriptor table + one block of persistent state; the dispatch report. */
+    assert_int_equal(st.mem[AG_MEM_HBM].live, base.mem[AG_MEM_HBM].live + 2);
+    assert_int_equal(st.mem[AG_MEM_HOST].live, base.mem[AG_MEM_HOST].live + 1);
+    uint64_t nalloc = st.mem[AG_MEM_HBM].nalloc;
+
+    img add = make_image(AG_KERNEL_CONSUMER_SCALED_ADD, sig_add, 4, 1, 0);
+    img fill = make_image(AG_KERNEL_CONSUMER_FILL, sig_fill, 2, 2, 0);
+    ag_callable_handle ha, hf;
+    assert_st(ag_kernel_mode_prepare_callable(ec, add.p, add.n, &ha), AG_OK);
+    st = stats_of(r.sim);
+    assert_int_equal(st.mem[AG_MEM_HBM].nalloc, nalloc + 1); /* the arena, at the first miss */
+    assert_st(ag_kernel_mode_prepare_callable(ec, fill.p, fill.n, &hf), AG_OK);
+    ag_kernel_tensor t[3];
+    uint64_t alpha;
+    ag_kernel_args args = add_args(&r, t, &alpha, 1.0f);
+    for (int k = 0; k < 4; k++)
+        assert_st(ag_kernel_mode_launch(ec, ha, &args, r.caller), AG_OK);
+    assert_st(ag_dev_stream_synchronize(r.dev, r.caller), AG_OK);
+    st = stats_of(r.sim);
+    assert_int_equal(st.mem[AG_MEM_HBM].nalloc, nalloc + 1); /* never grown, nothing per launch */
+    assert_int_equal(st.live_streams, base.live_streams + 2);
+    assert_int_equal(st.live_events, base.live_events + 5);
+
+    /* Close: own streams, events and the arena go; the caller's stream and
+     * tensors stay usable and the device healthy. */
+    assert_st(ag_kernel_mode_finalize(ec), AG_OK);
+    st = stats_of(r.sim);
+    assert_int_equal(st.live_streams, base.live_streams);
+    assert_int_equal(st.live_events, base.live_events);
+    assert_int_equal(st.mem[AG_MEM_HBM].live, base.mem[AG_MEM_HBM].live + 2); /* kept for late replays */
+    ag_kernel_residency_stats rs;
+    assert_st(ag_kernel_residency_stats_of(ec, &rs), AG_OK);
+    assert_int_equal(rs.resident_count, 0);
+    assert_int_equal(rs.resident_bytes, 0);
+    assert_int_equal(rs.image_bytes, 0);
+    assert_int_equal(rs.arena_bytes, 0);
+    assert_int_equal(ag_dev_device_state(r.dev, NULL), AG_DEV_HEALTHY);
+    float out[N], in[N];
+    for (int k = 0; k < N; k++)
+        in[k] = (float)-k;
+    put(&r, r.z, in);
+    get(&r, out, r.z);
+    assert_memory_equal(out, in, sizeof in);
+    assert_st(ag_exec_context_destroy(ec), AG_OK);
+    assert_only_rig_left(&r);
+    free(add.p);
+    free(fill.p);
+    rig_close(&r, true);
+}
+
+/* Seed: a launch is one bounded asynchronous operation on the caller's
+ * stream: exactly one device call (the enqueue), no synchronize, no
+ * allocation on the device or by the context on the host. */
+static void launch_is_one_operation_on_the_caller_stream(void **state)
+{
+    (void)state;
+    ag_testalloc ta;
+    ag_testalloc_init(&ta, 0, 0);
+    ag_allocator hook = ag_testalloc_hook(&ta);
+    ag_ctx *kctx = ag_ctx_create(&hook);
+    assert_non_null(kctx);
+    rig r;
+    rig_open(&r, kctx, true);
+    ag_exec_context *ec = kernel_ctx(&r, 111);
+    img add = make_image(AG_KERNEL_CONSUMER_SCALED_ADD, sig_add, 4, 1, 0);
+    ag_callable_handle h;
+    assert_st(ag_kernel_mode_prepare_callable(ec, add.p, add.n, &h), AG_OK);
+    ag_kernel_tensor t[3];
+    uint64_t alpha;
+    ag_kernel_args args = add_args(&r, t, &alpha, 1.0f);
+    ag_dev_stats before = stats_of(r.sim);
+    uint64_t host_calls = ta.calls;
+    ag_dev_fault_init(&r.fault, AG_DEV_ENTRY_ALL, 0, 0, AG_FAULT_RETURN); /* count only */
+    assert_st(ag_kernel_mode_launch(ec, h, &args, r.caller), AG_OK);
+    assert_int_equal(r.fault.calls, 1);
+    ag_dev_fault_init(&r.fault, AG_DEV_ENTRY_BIT(AG_DEV_E_LAUNCH), 0, 0, AG_FAULT_RETURN);
+    assert_st(ag_kernel_mode_launch(ec, h, &args, r.caller), AG_OK);
+    assert_int_equal(r.fault.calls, 1); /* and that one call is the enqueue */
+    assert_int_equal(ta.calls, host_calls);
+    ag_dev_stats after = stats_of(r.sim);
+    assert_int_equal(after.mem[AG_MEM_HBM].nalloc, before.mem[AG_MEM_HBM].nalloc);
+    assert_int_equal(after.mem[AG_MEM_HOST].nalloc, before.mem[AG_MEM_HOST].nalloc);
+    /* Both ran, on the caller's stream, in order with its other work. */
+    float out[N];
+    get(&r, out, r.z);
+    assert_true(out[5] == 7.0f);
+    ag_kernel_dispatch_report rep;
+    assert_st(ag_kernel_dispatch_report_of(ec, &rep), AG_OK);
+    assert_int_equal(rep.executions, 2);
+    /* An enqueue refused by the device poisons nothing: the caller may retry. */
+    ag_dev_fault_init(&r.fault, AG_DEV_ENTRY_BIT(AG_DEV_E_LAUNCH), 1, 0, AG_FAULT_RETURN);
+    assert_st(ag_kernel_mode_launch(ec, h, &args, r.caller), AG_EDEVICE);
+    assert_int_equal(ag_kernel_phase_of(ec), AG_KPHASE_READY_ENQUEUED);
+    ag_dev_fault_init(&r.fault, 0, 0, 0, AG_FAULT_RETURN);
+    assert_st(ag_kernel_mode_launch(ec, h, &args, r.caller), AG_OK);
+    assert_st(ag_dev_stream_synchronize(r.dev, r.caller), AG_OK);
+    finish(ec);
+    free(add.p);
+    assert_only_rig_left(&r);
+    rig_close(&r, true);
+    assert_int_equal(ta.live_blocks, 0);
+}
+
+typedef struct negate_ud {
+    int runs;
+} negate_ud;
+
+/* A caller-supplied consumer: z = -x. */
+static int negate(void *ud, const ag_kernel_invocation *inv)
+{
+    negate_ud *u = ud;
+    u->runs++;
+    if (inv->header->tensor_count != 2 || inv->tensors[0].bytes != inv->tensors[1].bytes)
+        return AG_KDISPATCH_PAYLOAD_REJECTED;
+    const float *x = (const float *)(uintptr_t)inv->tensors[0].addr;
+    float *z = (float *)(uintptr_t)inv->tensors[1].addr;
+    for (uint64_t k = 0; k < inv->tensors[0].bytes / sizeof(float); k++)
+        z[k] = -x[k];
+    return AG_KDISPATCH_SUCCESS;
+}
+
+/* Seed: the config is context-static: copied at init, later changes to the
+ * caller's buffers have no effect. */
+static void config_is_copied_at_init(void **state)
+{
+    (void)state;
+    rig r;
+    rig_open(&r, NULL, false);
+    negate_ud u = {0};
+    char name[16] = "user.negate";
+    ag_kernel_consumer cons = {name, negate, &u};
+    ag_kernel_config cfg = ag_kernel_config_defaults();
+    cfg.max_callables = 2;
+    cfg.arena_bytes = 1 << 20;
+    cfg.consumers = &cons;
+    cfg.consumer_count = 1;
+    ag_exec_context *ec;
+    assert_st(ag_exec_context_create(r.ctx, &ec), AG_OK);
+    assert_st(ag_kernel_mode_init(ec, r.dev, &cfg, 121), AG_OK);
+    /* Scribble over everything the caller passed. */
+    memcpy(name, "user.other", 11);
+    cons.run = NULL;
+    cfg.max_callables = 1;
+    cfg.arena_bytes = 64;
+    cfg.consumers = NULL;
+    img neg = make_image("user.negate", sig_copy, 2, 1, 0);
+    img fill = make_image(AG_KERNEL_CONSUMER_FILL, sig_fill, 2, 2, 0);
+    img other = make_image("user.other", sig_copy, 2, 3, 0);
+    ag_callable_handle hn, hf, ho;
+    assert_st(ag_kernel_mode_prepare_callable(ec, neg.p, neg.n, &hn), AG_OK);
+    assert_st(ag_kernel_mode_prepare_callable(ec, fill.p, fill.n, &hf), AG_OK); /* 2 slots, as at init */
+    assert_st(ag_kernel_mode_prepare_callable(ec, other.p, other.n, &ho), AG_KERNEL_ERR_COUNT_EXCEEDED);
+    ag_kernel_tensor t[2] = {{(uintptr_t)r.x, N * sizeof(float)}, {(uintptr_t)r.z, N * sizeof(float)}};
+    ag_kernel_args a = {.tensor_count = 2, .tensors = t};
+    assert_st(ag_kernel_mode_launch(ec, hn, &a, r.caller), AG_OK);
+    float out[N];
+    get(&r, out, r.z);
+    for (int k = 0; k < N; k++)
+        assert_true(out[k] == -(float)k);
+    assert_int_equal(u.runs, 1);
+    ag_kernel_residency_stats rs;
+    assert_st(ag_kernel_residency_stats_of(ec, &rs), AG_OK);
+    assert_int_equal(rs.arena_bytes, 1 << 20);
+    finish(ec);
+    free(neg.p);
+    free(fill.p);
+    free(other.p);
+    assert_only_rig_left(&r);
+    rig_close(&r, true);
+}
+
+/* Phase table: Closing is sticky and Closed is terminal; both accept only
+ * finalize (reference 5.4), and neither identity can be taken again. */
+static void closing_and_closed_refuse_all_but_finalize(void **state)
+{
+    (void)state;
+    rig r;
+    rig_open(&r, NULL, true);
+    ag_exec_context *ec = kernel_ctx(&r, 131);
+    img im = make_image(AG_KERNEL_CONSUMER_FILL, sig_fill, 2, 1, 0);
+    ag_callable_handle h;
+    assert_st(ag_kernel_mode_prepare_callable(ec, im.p, im.n, &h), AG_OK);
+    uint64_t v = f32(2.0f);
+    ag_kernel_tensor tz = {(uintptr_t)r.z, N * sizeof(float)};
+    ag_kernel_args fa = {.tensor_count = 1, .scalar_count = 1, .tensors = &tz, .scalars = &v};
+    for (int closed = 0; closed < 2; closed++) {
+        if (!closed) {
+            /* The descriptor retirement fails: Closing. */
+            ag_dev_fault_init(&r.fault, AG_DEV_ENTRY_BIT(AG_DEV_E_MEMCPY), 1, 0, AG_FAULT_RETURN);
+            assert_st(ag_kernel_mode_finalize(ec), AG_EDEVICE);
+            ag_dev_fault_init(&r.fault, 0, 0, 0, AG_FAULT_RETURN);
+            assert_int_equal(ag_kernel_phase_of(ec), AG_KPHASE_CLOSING);
+        } else {
+            assert_st(ag_kernel_mode_finalize(ec), AG_OK);
+            assert_int_equal(ag_kernel_phase_of(ec), AG_KPHASE_CLOSED);
+        }
+        ag_kernel_phase ph = ag_kernel_phase_of(ec);
+        assert_st(ag_kernel_mode_prepare_callable(ec, im.p, im.n, &h), AG_KERNEL_ERR_INVALID_STATE);
+        assert_int_equal(h.callable_id, -1);
+        ag_callable_handle h0 = {.callable_id = 0, .generation = 131};
+        assert_st(ag_kernel_mode_launch(ec, h0, &fa, r.caller), AG_KERNEL_ERR_INVALID_STATE);
+        assert_st(ag_kernel_mode_init(ec, r.dev, NULL, 132), AG_KERNEL_ERR_INVALID_STATE);
+        assert_st(ag_program_init(ec, r.dev), AG_KERNEL_ERR_INVALID_STATE);
+        assert_int_equal(ag_kernel_phase_of(ec), ph);
+    }
+    assert_st(ag_kernel_mode_finalize(ec), AG_OK); /* idempotent */
+    ag_kernel_dispatch_report rep;
+    assert_st(ag_kernel_dispatch_report_of(ec, &rep), AG_OK);
+    assert_int_equal(rep.executions, 0); /* nothing refused above reached the device */
+    assert_st(ag_exec_context_destroy(ec), AG_OK);
+    free(im.p);
+    assert_only_rig_left(&r);
+    rig_close(&r, true);
+}
+
+/* Rollback table, last row: an asynchronous failure at any stream operation
+ * of prepare (uploads, child patch, register-table write) poisons the
+ * context; the candidate stays unready with its charge, residents stay, and
+ * finalize releases everything. */
+static void asynchronous_failure_at_every_stream_op_of_prepare(void **state)
+{
+    (void)state;
+    img first = make_image(AG_KERNEL_CONSUMER_FILL, sig_fill, 2, 1, 0);
+    img add = make_image(AG_KERNEL_CONSUMER_SCALED_ADD, sig_add, 4, 2, 0);
+    uint64_t n;
+    for (n = 1;; n++) {
+        rig r;
+        rig_open(&r, NULL, true);
+        ag_exec_context *ec = kernel_ctx(&r, 141);
+        ag_callable_handle h;
+        assert_st(ag_kernel_mode_prepare_callable(ec, first.p, first.n, &h), AG_OK);
+        ag_kernel_residency_stats before, after;
+        assert_st(ag_kernel_residency_stats_of(ec, &before), AG_OK);
+        ag_dev_fault_init(&r.fault, AG_DEV_ENTRY_BIT(AG_DEV_E_MEMCPY) | AG_DEV_ENTRY_BIT(AG_DEV_E_LAUNCH), n, 0,
+                          AG_FAULT_DEFERRED);
+        ag_status st = ag_kernel_mode_prepare_callable(ec, add.p, add.n, &h);
+        bool injected = r.fault.nfail > 0;
+        ag_dev_fault_init(&r.fault, 0, 0, 0, AG_FAULT_RETURN);
+        assert_st(ag_kernel_residency_stats_of(ec, &after), AG_OK);
+        if (injected) {
+            assert_st(st, AG_EDEVICE);
+            assert_int_equal(h.callable_id, -1);
+            assert_int_equal(ag_kernel_phase_of(ec), AG_KPHASE_POISONED);
+            assert_st(ag_kernel_runtime_error(ec), AG_EDEVICE);
+            assert_int_equal(after.resident_count, before.resident_count); /* never launchable */
+            assert_true(after.resident_bytes > before.resident_bytes);     /* its memory is kept */
+            assert_st(ag_kernel_mode_prepare_callable(ec, first.p, first.n, &h), AG_KERNEL_ERR_INVALID_STATE);
+        } else {
+            assert_st(st, AG_OK);
+        }
+        finish(ec);
+        assert_only_rig_left(&r);
+        rig_close(&r, true);
+        if (!injected)
+            break;
+    }
+    assert_true(n > 3); /* image, descriptor, register entry at least */
+    free(first.p);
+    free(add.p);
+}
+
 typedef struct life {
     img add;
 } life;
@@ -726,6 +1026,11 @@ int main(void)
         cmocka_unit_test(close_is_retriable),
         cmocka_unit_test(close_after_the_device_was_poisoned),
         cmocka_unit_test(host_allocation_failures_over_a_life),
+        cmocka_unit_test(persistent_state_once_streams_owned_until_close),
+        cmocka_unit_test(launch_is_one_operation_on_the_caller_stream),
+        cmocka_unit_test(config_is_copied_at_init),
+        cmocka_unit_test(closing_and_closed_refuse_all_but_finalize),
+        cmocka_unit_test(asynchronous_failure_at_every_stream_op_of_prepare),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -528,6 +528,90 @@ static void close_is_retriable(void **state)
     assert_int_equal(f.dev.frees, 2);
 }
 
+
+static int hash_calls;
+static ag_hash128 counting_hash(const void *p, size_t n)
+{
+    hash_calls++;
+    return ag_khash_xxh3(p, n);
+}
+
+/* Rollback table: a malformed image is refused before it is hashed or
+ * uploaded (reference 5.8.2 step 4 precedes steps 5-14); an unopened cache
+ * (no generation) refuses everything (step 2). */
+static void malformed_image_refused_before_hash_and_upload(void **state)
+{
+    (void)state;
+    fixture f;
+    open_cache(&f, 64, 1 << 20, 3);
+    f.c.hash = counting_hash;
+    hash_calls = 0;
+    size_t s;
+    unsigned char *img = image(100, 1, 2, &s);
+    ag_callable_handle h;
+    bool hit;
+    /* A trailing byte, a bad direction, a duplicated child func id. */
+    unsigned char *longer = aligned_alloc(64, (s + 1 + 63) / 64 * 64);
+    memcpy(longer, img, s);
+    longer[s] = 0;
+    assert_st(admit(&f, longer, s + 1, &h, &hit), AG_KERNEL_ERR_INVALID_ARGUMENT);
+    assert_int_equal(h.callable_id, -1);
+    ((ag_callable_header *)(void *)img)->signature[0] = 7;
+    assert_st(admit(&f, img, s, &h, &hit), AG_KERNEL_ERR_INVALID_ARGUMENT);
+    ((ag_callable_header *)(void *)img)->signature[0] = AG_ARG_IN;
+    ((ag_callable_header *)(void *)img)->child_func_ids[1] = 1;
+    assert_st(admit(&f, img, s, &h, &hit), AG_KERNEL_ERR_INVALID_ARGUMENT);
+    assert_int_equal(hash_calls, 0);
+    assert_int_equal(f.dev.allocs, 1); /* the descriptor table only: no arena */
+    assert_int_equal(f.dev.copies, 1); /* its clearing only */
+    assert_int_equal(f.c.count, 0);
+    assert_int_equal(ag_residency_bytes(&f.c), 0);
+    ((ag_callable_header *)(void *)img)->child_func_ids[1] = 2;
+    assert_st(admit(&f, img, s, &h, &hit), AG_OK);
+    assert_int_equal(hash_calls, 1);
+    assert_int_equal(h.callable_id, 0);
+
+    ag_residency unopened;
+    assert_st(ag_residency_init(f.ctx, &unopened, 4, 1 << 20), AG_OK);
+    bool poison;
+    assert_st(ag_residency_stage(&unopened, &f.ops, img, s, &h, &hit, &poison), AG_KERNEL_ERR_INVALID_STATE);
+    assert_int_equal(h.callable_id, -1);
+    ag_residency_free(&unopened);
+    free(img);
+    free(longer);
+    close_cache(&f);
+}
+
+/* Close clears the host metadata once the device side is settled: the
+ * accounting reads zero and no lookup succeeds. */
+static void closed_cache_accounts_nothing(void **state)
+{
+    (void)state;
+    fixture f;
+    open_cache(&f, 64, 1 << 20, 3);
+    size_t s1, s2;
+    void *a = image(64, 1, 0, &s1);
+    void *b = image(64, 2, 1, &s2);
+    ag_callable_handle ha, hb;
+    bool hit;
+    assert_st(admit(&f, a, s1, &ha, &hit), AG_OK);
+    assert_st(admit(&f, b, s2, &hb, &hit), AG_OK);
+    assert_int_equal(ag_residency_count(&f.c), 2);
+    assert_st(ag_residency_close(&f.c, &f.ops), AG_OK);
+    assert_int_equal(ag_residency_count(&f.c), 0);
+    assert_int_equal(ag_residency_bytes(&f.c), 0);
+    assert_int_equal(ag_residency_host_bytes(&f.c), 0);
+    assert_int_equal(f.c.arena, 0);
+    const ag_residency_entry *e;
+    assert_st(ag_residency_resolve(&f.c, hb, &e), AG_KERNEL_ERR_INVALID_STATE);
+    /* The device slots stay retired (a captured packet finds them). */
+    assert_int_equal(slot(&f, 1)->generation, AG_RESIDENCY_RETIRED_GENERATION);
+    assert_int_equal(slot(&f, 1)->callable_id, 1);
+    free(a);
+    free(b);
+    close_cache(&f);
+}
+
 typedef struct oom_case {
     void *img;
     size_t size;
@@ -580,6 +664,8 @@ int main(void)
         cmocka_unit_test(unquiesced_failure_keeps_the_candidate),
         cmocka_unit_test(close_is_retriable),
         cmocka_unit_test(host_allocation_failures_leak_nothing),
+        cmocka_unit_test(malformed_image_refused_before_hash_and_upload),
+        cmocka_unit_test(closed_cache_accounts_nothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
