@@ -1,8 +1,10 @@
 /* HcclMemcpyPass (seed 3.1.1, reference notes 5.1): collective ops that
  * modify their inputs in place (_input_mutable: HcomAllReduce, HcomBroadcast)
- * get an Identity before an input that a const or variable provides, or that
- * another reader may still read after the write.  Order between the writer and
- * the other readers is decided by paths, never by one topological order. */
+ * get an Identity before an input whose buffer holds a const or variable, or
+ * that another reader may still read after the write.  The buffer is the
+ * input's symbol (alias_writes.c): views, ref outputs and subgraph boundaries
+ * included.  Order between the writer and the other readers is decided by
+ * paths, never by one topological order. */
 #include <stdio.h>
 
 #include "passes/pass_internal.h"
@@ -124,9 +126,8 @@ ag_status ag_hccl_insert_identity(ag_pass_env *env, const ag_why *why, const cha
 
 typedef struct hccl_state {
     ag_pass_env *env;
-    uint32_t cap0;    /* ids at or above were made by this run */
-    ag_reach *reach;  /* made on the first order query */
-    bool stale;       /* the graph changed since the index was refreshed */
+    uint32_t cap0;     /* ids at or above were made by this run */
+    ag_aliases *alias; /* buffers (symbols) and the reach index, made on the first question */
 } hccl_state;
 
 /* Writes in place through _input_mutable: collectives (table) or any node
@@ -142,131 +143,113 @@ static bool is_mutable_node(const ag_pass_env *env, ag_node_id n)
            ag_attrs_find(ag_node_attrs_c(g, n), "_input_mutable") != NULL;
 }
 
-/* Reads only shapes: a shape op, or a view whose every reader is one (the
- * view itself reads no bytes). */
-static bool shape_only_branch(const ag_pass_env *env, ag_node_id n)
+/* Inserts the copy before input i of h with the rule text and tells the
+ * alias index (placed in the reach order, or refreshed on the next query:
+ * a broadcast write-back Assign is made too, say). */
+static ag_status insert_copy(hccl_state *st, ag_node_id h, uint32_t i, const char *rule)
 {
-    const ag_graph *g = env->g;
-    if (ag_ops_node_flags(env->ops, g, n) & AG_OPF_SHAPE_ONLY)
-        return true;
-    if (ag_ops_node_kind(env->ops, g, n) != AG_OPK_VIEW)
-        return false;
-    uint32_t nout = ag_node_num_outputs(g, n);
-    for (uint32_t o = 0; o < nout; o++) {
-        uint32_t nc = ag_node_output_nconsumers(g, n, o);
-        for (uint32_t k = 0; k < nc; k++)
-            if (!(ag_ops_node_flags(env->ops, g, ag_node_output_consumer(g, n, o, k).node) & AG_OPF_SHAPE_ONLY))
-                return false;
-    }
-    return true;
-}
-
-/* Paths through nodes made since the last refresh are invisible to the
- * index, so it is refreshed (O(nodes)) before a query that follows a change:
- * at most once per collective input that other nodes read too. */
-static ag_status fresh_reach(hccl_state *st)
-{
-    if (st->reach == NULL) {
-        AG_TRY(ag_reach_create(st->env->g, &st->reach));
-    } else if (st->stale) {
-        AG_TRY(ag_reach_update(st->reach));
-    }
-    st->stale = false;
-    return AG_OK;
-}
-
-/* After a copy was inserted before input i of h: give it a position in the
- * reach index, or mark the index for a full update when that is not possible
- * (a broadcast write-back Assign was made too, say). */
-static ag_status note_copy(hccl_state *st, ag_node_id h, uint32_t i, uint32_t cap_before)
-{
-    if (st->reach == NULL || st->stale)
-        return AG_OK;
+    ag_why why = {.pass = PASS, .rule = rule};
     ag_graph *g = st->env->g;
-    if (ag_graph_node_capacity(g) != cap_before + 1) {
-        st->stale = true;
-        return AG_OK;
-    }
-    bool placed = false;
-    AG_TRY(ag_reach_place(st->reach, ag_node_input_src(g, h, i).node, &placed));
-    if (!placed)
-        st->stale = true;
-    return AG_OK;
+    uint32_t cap = ag_graph_node_capacity(g);
+    AG_TRY(ag_hccl_insert_identity(st->env, &why, "HcclMemcpyPass", h, i));
+    ag_node_id made = ag_graph_node_capacity(g) == cap + 1 ? ag_node_input_src(g, h, i).node : AG_NONE;
+    return ag_aliases_changed(st->alias, made, false);
 }
 
-/* What one other reader s of the hccl node's input buffer needs. */
+/* What one other reader of the hccl node's input buffer needs. */
 typedef enum sib_need { SIB_NOTHING, SIB_ORDER, SIB_COPY } sib_need;
 
-static ag_status classify_sibling(hccl_state *st, ag_node_id h, ag_node_id s, sib_need *out)
+static sib_need classify_reader(hccl_state *st, ag_reach *reach, const ag_alias_reader *r)
 {
-    *out = SIB_NOTHING;
-    if (shape_only_branch(st->env, s))
-        return AG_OK;
-    AG_TRY(fresh_reach(st));
-    if (ag_reaches(st->reach, s, h))
-        return AG_OK; /* read before the write on every schedule */
-    if (ag_reaches(st->reach, h, s)) {
-        *out = SIB_COPY; /* read after the write on every schedule */
-        return AG_OK;
-    }
+    /* The caller reads graph outputs after the run: no edge orders that. */
+    if (r->after_run)
+        return SIB_COPY;
+    if (ag_reaches(reach, r->lifted, r->writer))
+        return SIB_NOTHING; /* read before the write on every schedule */
+    if (ag_reaches(reach, r->writer, r->lifted))
+        return SIB_COPY; /* read after the write on every schedule */
     /* Unordered.  The reference compares topological ids: a sibling with a
      * greater id than the HCCL node needs the copy (reference notes 11 item 2:
      * the code, not the design text's "less").  A copy this run made sits at
      * its producer's id there, so it reads first.  Any other order is one
      * schedule among many, so it is made explicit with a control edge. */
-    if (s < st->cap0 && ag_reach_pos(st->reach, s) > ag_reach_pos(st->reach, h))
-        *out = SIB_COPY;
-    else
-        *out = SIB_ORDER;
-    return AG_OK;
+    if (r->node < st->cap0 && ag_reach_pos(reach, r->lifted) > ag_reach_pos(reach, r->writer))
+        return SIB_COPY;
+    return SIB_ORDER;
 }
 
-/* Input i of h reads src, which other nodes read too: copy it, or order the
- * other readers before the write and mark h so the RW pass trusts it. */
+/* A reader the reference sees too: a consumer of src itself (or a copy
+ * made on such an edge). */
+static bool direct_reader(const ag_graph *g, ag_port src, const ag_alias_reader *r)
+{
+    if (r->lifted != r->node)
+        return false;
+    uint32_t nin = ag_node_num_inputs(g, r->node);
+    for (uint32_t i = 0; i < nin; i++) {
+        ag_port q = ag_node_input_src(g, r->node, i);
+        if (q.node == src.node && q.index == src.index)
+            return true;
+    }
+    return false;
+}
+
+/* Input i of h reads src, whose buffer other nodes may read too (directly,
+ * or through views, ref outputs and subgraph boundaries): copy it, or order
+ * the other readers before the write and mark h so the RW pass trusts it. */
 static ag_status handle_shared_input(hccl_state *st, ag_node_id h, uint32_t i, ag_port src)
 {
     ag_pass_env *env = st->env;
     ag_graph *g = env->g;
     ag_ctx *ctx = ag_graph_ctx(g);
-    uint32_t nc = ag_node_output_nconsumers(g, src.node, src.index);
-    uint8_t *needs = ag_alloc(ctx, nc);
-    if (needs == NULL)
-        return AG_OOM(ctx);
-    ag_status rc = AG_OK;
-    bool copy = false;
-    for (uint32_t k = 0; k < nc && !copy && rc == AG_OK; k++) {
-        ag_node_id s = ag_node_output_consumer(g, src.node, src.index, k).node;
-        sib_need need = SIB_NOTHING;
-        if (s != h)
-            rc = classify_sibling(st, h, s, &need);
-        needs[k] = (uint8_t)need;
-        copy = need == SIB_COPY;
-    }
-    if (rc == AG_OK && copy) {
-        ag_why why = {.pass = PASS, .rule = "hccl: sibling reads after in-place write"};
-        uint32_t cap = ag_graph_node_capacity(g);
-        rc = ag_hccl_insert_identity(env, &why, "HcclMemcpyPass", h, i);
-        if (rc == AG_OK)
-            rc = note_copy(st, h, i, cap);
-    } else if (rc == AG_OK) {
+    ag_vec rs = {0};
+    ag_reach *reach = NULL;
+    ag_status rc = ag_alias_readers(st->alias, src, h, AG_NONE, &rs);
+    if (rc == AG_OK && rs.len > 0)
+        rc = ag_alias_reach(st->alias, &reach);
+    uint32_t ncopy = AG_NONE;
+    for (uint32_t k = 0; k < rs.len && rc == AG_OK && ncopy == AG_NONE; k++)
+        if (classify_reader(st, reach, &AG_VEC_AT(rs, ag_alias_reader, k)) == SIB_COPY)
+            ncopy = k;
+    char rule[256];
+    if (rc == AG_OK && ncopy != AG_NONE) {
+        const ag_alias_reader *r = &AG_VEC_AT(rs, ag_alias_reader, ncopy);
+        const char *base = "hccl: sibling reads after in-place write";
+        ag_alias_hit hit = {AG_ALIAS_READER, r->node};
+        if (direct_reader(g, src, r))
+            snprintf(rule, sizeof rule, "%s", base);
+        else
+            ag_alias_rule(st->alias, base, src, &hit, rule, sizeof rule);
+        rc = insert_copy(st, h, i, rule);
+    } else if (rc == AG_OK && (rs.len > 0 || ag_node_output_nconsumers(g, src.node, src.index) > 1)) {
         /* No copy: every unordered reader must finish before the write.  An
-         * edge s -> h keeps the graph acyclic since h does not reach s.  The
-         * consumer list is unchanged: control edges move no data edge. */
-        ag_why why = {.pass = PASS, .rule = "hccl: order sibling read before in-place write"};
-        for (uint32_t k = 0; k < nc && rc == AG_OK; k++) {
-            if (needs[k] != SIB_ORDER)
+         * edge reader -> h keeps the graph acyclic since h does not reach
+         * the reader.  Readers only gain control edges here, so the readers
+         * listed stay valid. */
+        const char *base = "hccl: order sibling read before in-place write";
+        for (uint32_t k = 0; k < rs.len && rc == AG_OK; k++) {
+            const ag_alias_reader *r = &AG_VEC_AT(rs, ag_alias_reader, k);
+            if (classify_reader(st, reach, r) != SIB_ORDER)
                 continue;
-            ag_node_id s = ag_node_output_consumer(g, src.node, src.index, k).node;
+            ag_alias_hit hit = {AG_ALIAS_READER, r->node};
+            if (direct_reader(g, src, r))
+                snprintf(rule, sizeof rule, "%s", base);
+            else
+                ag_alias_rule(st->alias, base, src, &hit, rule, sizeof rule);
+            ag_why why = {.pass = PASS, .rule = rule};
             /* An edge against the index's positions invalidates them. */
-            if (!ag_reach_edge_consistent(st->reach, s, h))
-                st->stale = true;
-            rc = ag_pass_add_ctrl(env, &why, s, h);
+            bool consistent = ag_reach_edge_consistent(reach, r->lifted, r->writer);
+            rc = ag_pass_add_ctrl(env, &why, r->lifted, r->writer);
+            if (rc == AG_OK && !consistent) {
+                rc = ag_aliases_changed(st->alias, AG_NONE, false);
+                if (rc == AG_OK)
+                    rc = ag_alias_reach(st->alias, &reach);
+            }
         }
         bool skip = false;
         if (rc == AG_OK && (!ag_attrs_get_bool(ag_node_attrs_c(g, h), "_skip_rw_conflict", &skip) || !skip))
             rc = ag_attrs_set_bool(g, ag_node_attrs(g, h), "_skip_rw_conflict", true);
     }
-    ag_free(ctx, needs, nc);
+    ag_vec_free(ctx, &rs, sizeof(ag_alias_reader));
     return rc;
 }
 
@@ -287,14 +270,22 @@ static ag_status handle_node(hccl_state *st, ag_node_id h)
                           (unsigned)i);
         ag_op_kind pk = ag_ops_node_kind(env->ops, g, src.node);
         if (pk == AG_OPK_CONST || pk == AG_OPK_VARIABLE) {
-            ag_why why = {.pass = PASS, .rule = "hccl: const/variable input"};
-            uint32_t cap = ag_graph_node_capacity(g);
-            AG_TRY(ag_hccl_insert_identity(env, &why, "HcclMemcpyPass", h, i));
-            AG_TRY(note_copy(st, h, i, cap));
+            AG_TRY(insert_copy(st, h, i, "hccl: const/variable input"));
             continue;
         }
-        if (ag_node_output_nconsumers(g, src.node, src.index) <= 1)
+        if (st->alias == NULL)
+            AG_TRY(ag_aliases_create(env, &st->alias));
+        /* The same rule for a constant or variable whose buffer arrives
+         * through a view, a ref output (an Assign's) or a subgraph
+         * boundary: the write would land in it all the same. */
+        ag_alias_hit hit;
+        AG_TRY(ag_alias_judge(st->alias, src, h, AG_NONE, AG_ALIAS_WANT_CONST | AG_ALIAS_WANT_VAR, &hit));
+        if (hit.kind != AG_ALIAS_NONE) {
+            char rule[256];
+            ag_alias_rule(st->alias, "hccl: const/variable input", src, &hit, rule, sizeof rule);
+            AG_TRY(insert_copy(st, h, i, rule));
             continue;
+        }
         AG_TRY(handle_shared_input(st, h, i, src));
     }
     return AG_OK;
@@ -312,7 +303,7 @@ ag_status ag_pass_hccl_memcpy(ag_pass_env *env)
     ag_node_id *order = ag_alloc(ctx, (size_t)total * sizeof *order);
     if (order == NULL)
         return AG_OOM(ctx);
-    hccl_state st = {env, ag_graph_node_capacity(g), NULL, false};
+    hccl_state st = {env, ag_graph_node_capacity(g), NULL};
     ag_status rc = ag_graph_topo_order(g, order, &count);
     for (uint32_t k = 0; k < count && rc == AG_OK; k++) {
         ag_node_id n = order[k];
@@ -320,7 +311,7 @@ ag_status ag_pass_hccl_memcpy(ag_pass_env *env)
             continue;
         rc = handle_node(&st, n);
     }
-    ag_reach_destroy(st.reach);
+    ag_aliases_destroy(st.alias);
     ag_free(ctx, order, (size_t)total * sizeof *order);
     return rc;
 }

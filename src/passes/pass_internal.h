@@ -74,6 +74,55 @@ bool ag_reach_edge_consistent(const ag_reach *r, ag_node_id src, ag_node_id dst)
  * the rules ask for it. */
 ag_status ag_hccl_insert_identity(ag_pass_env *env, const ag_why *why, const char *tag, ag_node_id hccl, uint32_t i);
 
+/* ---- writes that reach a buffer through an alias (alias_writes.c) ----
+ * A write through a view, a ref output or a subgraph boundary changes the
+ * whole symbol (symbols.h) of the written input, not only the producer's
+ * direct consumers.  An ag_aliases holds the symbols of every graph, built
+ * once on the first question (O(nodes + anchors)), and a reach index; the
+ * pass reports each change it makes with ag_aliases_changed. */
+typedef struct ag_aliases ag_aliases;
+ag_status ag_aliases_create(ag_pass_env *env, ag_aliases **out);
+void ag_aliases_destroy(ag_aliases *a);
+/* The graph changed: made is a node inserted on an edge (AG_NONE: edges of
+ * existing nodes changed), placed in the reach index or refreshed before the
+ * next question; rebuild: buffers changed (an identity removed), so the
+ * symbols are rebuilt on the next question.  a may be NULL. */
+ag_status ag_aliases_changed(ag_aliases *a, ag_node_id made, bool rebuild);
+/* The reach index, refreshed after the changes reported. */
+ag_status ag_alias_reach(ag_aliases *a, ag_reach **out);
+
+/* One node that reads the buffer a writer writes. */
+typedef struct ag_alias_reader {
+    ag_node_id node;   /* the reader; a copy made since the symbols were built counts for the input it feeds */
+    ag_node_id lifted; /* node, or its ancestor in the deepest subgraph that also holds the writer */
+    ag_node_id writer; /* the writer, or its ancestor there */
+    bool made;         /* made since the symbols were built (a copy of this run) */
+    bool after_run;    /* a root NetOutput: the caller reads the buffer after the run */
+} ag_alias_reader;
+/* Appends to *out (ag_alias_reader) every node that reads the buffer of
+ * output p (its symbol), except writer w, skip (a copy between p and w, or
+ * AG_NONE), shape-only nodes, inputs a node only views (its consumers read),
+ * readers inside w's own subgraphs, and readers of w's outputs that alias the
+ * buffer (they read what w wrote).  O(size of the symbol). */
+ag_status ag_alias_readers(ag_aliases *a, ag_port p, ag_node_id w, ag_node_id skip, ag_vec *out);
+
+typedef enum ag_alias_kind { AG_ALIAS_NONE, AG_ALIAS_CONST, AG_ALIAS_VAR, AG_ALIAS_READER } ag_alias_kind;
+#define AG_ALIAS_WANT_CONST 1u   /* the buffer holds a constant */
+#define AG_ALIAS_WANT_VAR 2u     /* ... a variable */
+#define AG_ALIAS_WANT_READERS 4u /* ... is read by a node no path orders before w */
+typedef struct ag_alias_hit {
+    ag_alias_kind kind;
+    ag_node_id node; /* the constant, variable or reader found */
+} ag_alias_hit;
+/* The first reason (constant, variable, reader, as asked in want) why w
+ * writing the buffer of output p (through copy skip, or AG_NONE) reaches
+ * beyond its own input; kind AG_ALIAS_NONE when there is none. */
+ag_status ag_alias_judge(ag_aliases *a, ag_port p, ag_node_id w, ag_node_id skip, unsigned want, ag_alias_hit *hit);
+/* *same: outputs p and q are one buffer (the same symbol, no copy between). */
+ag_status ag_alias_same(ag_aliases *a, ag_port p, ag_port q, bool *same);
+/* "<base> through view n3 (constant k)": how p shares its buffer, for ag_why. */
+void ag_alias_rule(ag_aliases *a, const char *base, ag_port p, const ag_alias_hit *hit, char *buf, size_t cap);
+
 /* Registered passes (pipeline.c holds the order). */
 ag_status ag_pass_hccl_memcpy(ag_pass_env *env);            /* hccl_memcpy.c */
 ag_status ag_pass_hccl_continuous_memcpy(ag_pass_env *env); /* hccl_continuous_memcpy.c */

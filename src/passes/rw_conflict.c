@@ -43,6 +43,9 @@ typedef struct rw {
     ag_vec work;         /* identities to (re)visit, ag_node_id */
     uint8_t *queued;     /* per node: in work after the current position */
     uint32_t qcap;
+    ag_aliases *alias;   /* buffers across views, refs and boundaries; made on the first writer */
+    ag_vec alias_kept;   /* ag_node_id: identities kept for a write through an alias */
+    bool rechecking;     /* in recheck_alias_kept */
 } rw;
 
 /* ---- small queries ---- */
@@ -442,6 +445,35 @@ static rw_res matrix(rw_out out, rw_in in)
     }
 }
 
+/* ---- writes through aliases ----
+ * The matrix judges an edge by its producer's output alone, so a write
+ * through a view, a ref output (an Assign's output is its variable) or a
+ * subgraph boundary reaches constants and readers it does not see.  For a
+ * writing input the matrix lets through, the buffer's symbol decides as the
+ * matrix would on the whole buffer: a constant in it is ReadOnlyConst for
+ * any write; for a scope write, a variable (Writeable) or a reader that no
+ * path runs before the writer (ReadOnly) needs the copy too. */
+static ag_status alias_needs_copy(rw *st, ag_port p, ag_port c, ag_node_id skip, rw_in t, char *rule, size_t cap,
+                                  bool *need)
+{
+    *need = false;
+    if (t != IN_W && t != IN_SW)
+        return AG_OK;
+    if (st->alias == NULL)
+        AG_TRY(ag_aliases_create(st->env, &st->alias));
+    ag_alias_hit hit;
+    unsigned want = AG_ALIAS_WANT_CONST | (t == IN_SW ? AG_ALIAS_WANT_VAR | AG_ALIAS_WANT_READERS : 0u);
+    AG_TRY(ag_alias_judge(st->alias, p, c.node, skip, want, &hit));
+    if (hit.kind == AG_ALIAS_NONE)
+        return AG_OK;
+    rw_out row = hit.kind == AG_ALIAS_CONST ? OUT_RO_CONST : hit.kind == AG_ALIAS_VAR ? OUT_W : OUT_RO;
+    char base[64];
+    snprintf(base, sizeof base, "matrix %s x %s", out_names[row], in_names[t]);
+    ag_alias_rule(st->alias, base, p, &hit, rule, cap);
+    *need = true;
+    return AG_OK;
+}
+
 /* ---- changes ---- */
 
 static bool have_report(const rw *st)
@@ -518,6 +550,8 @@ static ag_status insert_before(rw *st, ag_node_id dst, uint32_t i, ag_node_id pr
     ag_node_id id;
     ag_status s = ag_pass_insert_before(st->env, &why, dst, i, "Identity", name, &id);
     ag_free(st->ctx, name, cap);
+    if (s == AG_OK)
+        s = ag_aliases_changed(st->alias, id, false);
     return s == AG_OK ? finish_identity(st, id, producer) : s;
 }
 
@@ -533,6 +567,8 @@ static ag_status insert_after(rw *st, ag_port src, ag_port dst, const char *rule
     ag_node_id id;
     ag_status s = ag_pass_insert_after(st->env, &why, src.node, src.index, &dst, 1, "Identity", name, &id);
     ag_free(st->ctx, name, cap);
+    if (s == AG_OK)
+        s = ag_aliases_changed(st->alias, id, false);
     return s == AG_OK ? finish_identity(st, id, src.node) : s;
 }
 
@@ -541,7 +577,8 @@ static ag_status add_ctrl(rw *st, ag_node_id a, ag_node_id b, const char *rule)
     if (a == b)
         return AG_OK;
     ag_why why = {PASS, rule};
-    return ag_pass_add_ctrl(st->env, &why, a, b);
+    AG_TRY(ag_pass_add_ctrl(st->env, &why, a, b));
+    return ag_aliases_changed(st->alias, AG_NONE, false);
 }
 
 /* Copies of a node's control edges, taken before the node changes. */
@@ -585,6 +622,8 @@ static ag_status remove_identity(rw *st, ag_node_id id, const char *rule, const 
     }
     for (uint32_t b = 0; b < ns; b++)
         AG_TRY(add_ctrl(st, src.node, succ[b], rule));
+    /* Two buffers became one: the symbols are rebuilt on the next question. */
+    AG_TRY(ag_aliases_changed(st->alias, AG_NONE, true));
     return ag_graph_remove_node(g, id);
 }
 
@@ -736,6 +775,9 @@ static ag_status split_identity(rw *st, ag_node_id id)
             AG_TRY(add_ctrl(st, pred[a], c.node, "split identity: keep control order"));
         for (uint32_t b = 0; b < ns; b++)
             AG_TRY(add_ctrl(st, p.node, succ[b], "split identity: keep control order"));
+        /* A write through an alias of the producer is judged with the other
+         * copies (insert_as_needed), once the matrix copies that cut
+         * constants off exist. */
         if (types[k] == IN_SW || (types[k] == IN_W && copy_writers))
             AG_TRY(insert_before(st, c.node, c.index, p.node, "split identity"));
     }
@@ -782,6 +824,19 @@ static ag_status remove_no_use_identity(rw *st, ag_node_id id)
         return AG_OK;
     if (nc && matrix(output_type(st, p.node, p.index), input_type(st, c.node, c.index)) != RES_NONE)
         return AG_OK;
+    if (nc && !skip_rw(st, c.node)) {
+        /* The copy a write through an alias needed (insert_as_needed). */
+        char rule[256];
+        bool need = false;
+        AG_TRY(alias_needs_copy(st, p, c, id, input_type(st, c.node, c.index), rule, sizeof rule, &need));
+        if (need) {
+            /* Judged again after the matrix copies (recheck_alias_kept): a
+             * copy made later may cut the constant off. */
+            if (!st->rechecking && ag_vec_push(st->ctx, &st->alias_kept, sizeof id, &id) != AG_OK)
+                return AG_OOM(st->ctx);
+            return AG_OK;
+        }
+    }
     return remove_identity(st, id, "remove no-use identity: keep control order",
                            nc ? "the matrix needs no copy between its producer and its consumer"
                               : "it has no consumer");
@@ -900,9 +955,17 @@ static ag_status insert_as_needed(rw *st, ag_node_id n)
                 AG_TRY(warn_invalid(st, (ag_port){n, o}, v[k].port, t, v[k].type));
                 continue;
             }
-            if (r == RES_NONE || v[k].isolated || (skip && k == last))
+            if (v[k].isolated)
                 continue;
-            char rule[64];
+            char rule[256];
+            if (r == RES_NONE || (skip && k == last)) {
+                bool need = false;
+                AG_TRY(alias_needs_copy(st, (ag_port){n, o}, v[k].port, AG_NONE, v[k].type, rule, sizeof rule,
+                                        &need));
+                if (need)
+                    AG_TRY(insert_before(st, v[k].port.node, v[k].port.index, n, rule));
+                continue;
+            }
             snprintf(rule, sizeof rule, "matrix %s x %s", out_names[t], in_names[v[k].type]);
             AG_TRY(insert_before(st, v[k].port.node, v[k].port.index, n, rule));
         }
@@ -1094,6 +1157,22 @@ static ag_status settle_identities(rw *st, const ag_node_id *order, uint32_t cou
     return AG_OK;
 }
 
+/* An identity kept in settle_identities only because a write through an
+ * alias needed it is judged again once the matrix copies exist: a copy in
+ * front of an Assign of a constant, say, takes the constant out of the
+ * buffer, and the next run would remove the identity. */
+static ag_status recheck_alias_kept(rw *st)
+{
+    st->rechecking = true;
+    for (uint32_t k = 0; k < st->alias_kept.len; k++) {
+        ag_node_id id = AG_VEC_AT(st->alias_kept, ag_node_id, k);
+        if (ag_node_alive(st->g, id) && is_identity(st, id))
+            AG_TRY(remove_no_use_identity(st, id));
+    }
+    st->rechecking = false;
+    return AG_OK;
+}
+
 /* The reference's HandleMemoryRWConflict, in phases so that a second run on
  * the result finds nothing to do: refs; boundary types; identities settled;
  * boundaries with their copies; copies by the matrix over a snapshot of the
@@ -1124,6 +1203,7 @@ static ag_status run(rw *st)
     for (uint32_t k = 0; k < count; k++)
         if (!skip_in_main_loop(st, order[k]))
             AG_TRY(insert_as_needed(st, order[k]));
+    AG_TRY(recheck_alias_kept(st));
     return order_accesses(st);
 }
 
@@ -1139,6 +1219,8 @@ ag_status ag_pass_rw_conflict(ag_pass_env *env)
     ag_arena_init(&st.arena, st.ctx);
     ag_status s = run(&st);
     ag_vec_free(st.ctx, &st.work, sizeof(ag_node_id));
+    ag_vec_free(st.ctx, &st.alias_kept, sizeof(ag_node_id));
+    ag_aliases_destroy(st.alias);
     ag_arena_reset(&st.arena);
     return s;
 }

@@ -42,7 +42,7 @@
 
 #include <stdio.h>
 
-#include "passes/pass_internal.h"
+#include "passes/symbols.h"
 
 #define PASS "subgraph_isolate"
 #define PNI "_parent_node_index"
@@ -79,6 +79,7 @@ typedef struct sp_state {
     ag_vec text;        /* char: anchor text of a record */
     char *base, *name;  /* node name being made, and its unique form */
     size_t name_cap;
+    ag_aliases *alias;  /* buffers (symbols) across views, refs and boundaries */
 } sp_state;
 
 /* ---- small predicates ---- */
@@ -452,6 +453,7 @@ static ag_status copy_after(sp_state *st, const char *rule, ag_node_id src, uint
         (void)ag_graph_remove_node(g, n);
         return rc;
     }
+    AG_TRY(ag_aliases_changed(st->alias, n, false));
     return record_text(st, rule, n, cons_at);
 }
 
@@ -471,6 +473,7 @@ static ag_status copy_before(sp_state *st, const char *rule, ag_node_id dst, uin
         (void)ag_graph_remove_node(g, n);
         return rc;
     }
+    AG_TRY(ag_aliases_changed(st->alias, n, false));
     return record_text(st, rule, n, cons_at);
 }
 
@@ -503,7 +506,7 @@ static ag_status multi_copy_after(sp_state *st, const char *rule, ag_sub_id s, c
         AG_TRY(record_text(st, rule, n, cons_at));
     }
     *out = n;
-    return AG_OK;
+    return ag_aliases_changed(st->alias, n, false);
 }
 
 /* One copy, named st->base, whose port c sits on the edge feeding no:ins[c]. */
@@ -536,7 +539,7 @@ static ag_status multi_copy_before(sp_state *st, const char *rule, ag_node_id no
         AG_TRY(record_text(st, rule, n, cons_at));
     }
     *out = n;
-    return AG_OK;
+    return ag_aliases_changed(st->alias, n, false);
 }
 
 /* Copies the live nodes of subgraph s into st->nodes. */
@@ -553,6 +556,29 @@ static ag_status snapshot(sp_state *st, ag_sub_id s)
 }
 
 /* ---- the rules ---- */
+
+/* Output p shares its buffer beyond a plain value: a view, ref or pass
+ * output, a subgraph input, or an output of a node with subgraphs.  Only
+ * such a value can carry a constant or other readers in unseen. */
+static bool aliasing_output(const sp_state *st, ag_port p)
+{
+    uint32_t in = 0;
+    return ag_symtab_ref_from_input(st->ops, st->g, p.node, p.index, &in) || ag_node_num_subs(st->g, p.node) > 0;
+}
+
+/* What writing the buffer of p by w reaches (ag_alias_judge); nothing for a
+ * plain value, whose readers the rules see directly.  The symbols are built
+ * on the first real question. */
+static ag_status alias_hit(sp_state *st, ag_port p, ag_node_id w, unsigned want, ag_alias_hit *hit)
+{
+    hit->kind = AG_ALIAS_NONE;
+    hit->node = AG_NONE;
+    if (p.node == AG_NONE || !aliasing_output(st, p))
+        return AG_OK;
+    if (st->alias == NULL)
+        AG_TRY(ag_aliases_create(st->env, &st->alias));
+    return ag_alias_judge(st->alias, p, w, AG_NONE, want, hit);
+}
 
 /* A Data of a control-flow subgraph: a copy for continuous-input consumers,
  * and a copy in front of the parent While when its value is a constant. */
@@ -573,10 +599,22 @@ static ag_status data_rule(sp_state *st, ag_sub_id s, ag_node_id d)
         return AG_OK;
     /* The While writes its inputs in place on every iteration. */
     ag_port src = ag_node_input_src(g, par, (uint32_t)idx);
-    if (src.node == AG_NONE || !is_const_source(st, src))
+    if (src.node == AG_NONE)
         return AG_OK;
+    const char *rule = R_CONST_WHILE;
+    char buf[256];
+    if (!is_const_source(st, src)) {
+        /* A constant whose buffer reaches the While through a view, a ref
+         * output or another boundary is written all the same. */
+        ag_alias_hit hit;
+        AG_TRY(alias_hit(st, src, par, AG_ALIAS_WANT_CONST, &hit));
+        if (hit.kind == AG_ALIAS_NONE)
+            return AG_OK;
+        ag_alias_rule(st->alias, R_CONST_WHILE, src, &hit, buf, sizeof buf);
+        rule = buf;
+    }
     AG_TRY(fmt_base(st, "%s_input_%u_Memcpy", ag_node_name(g, par), (uint32_t)idx));
-    return copy_before(st, R_CONST_WHILE, par, (uint32_t)idx);
+    return copy_before(st, rule, par, (uint32_t)idx);
 }
 
 /* A NetOutput of a control-flow subgraph: a copy per input whose buffer must
@@ -594,9 +632,21 @@ static ag_status netoutput_rule(sp_state *st, ag_sub_id s, ag_node_id no)
             continue;
         ag_op_kind k = kind_of(st, p.node);
         const char *rule = NULL;
-        if (parent_graph_known && is_const_source(st, p))
+        char buf[256];
+        ag_alias_hit hit = {AG_ALIAS_NONE, AG_NONE};
+        uint32_t rin = 0;
+        /* A view or ref of a constant is the constant's buffer too.  Across
+         * boundaries the direct rule decides, as the reference does (an
+         * unknown-shape branch keeps its constant output). */
+        if (parent_graph_known && ag_ops_output_ref(st->ops, g, p.node, p.index, &rin) != AG_REL_FRESH &&
+            !is_const_source(st, p))
+            AG_TRY(alias_hit(st, p, no, AG_ALIAS_WANT_CONST, &hit));
+        if (parent_graph_known && is_const_source(st, p)) {
             rule = R_NO_CONST;
-        else if (ag_ops_is_atomic_output(st->ops, g, p.node, p.index) &&
+        } else if (hit.kind != AG_ALIAS_NONE) {
+            ag_alias_rule(st->alias, R_NO_CONST, p, &hit, buf, sizeof buf);
+            rule = buf;
+        } else if (ag_ops_is_atomic_output(st->ops, g, p.node, p.index) &&
                  (ag_ops_node_flags(st->ops, g, p.node) & AG_OPF_ATOMIC))
             rule = R_NO_ATOMIC;
         else if (from_continuous_output(st, p))
@@ -621,11 +671,33 @@ static ag_status while_input_rule(sp_state *st, ag_node_id w)
     ag_graph *g = st->g;
     for (uint32_t i = 0; i < ag_node_num_inputs(g, w); i++) {
         ag_port p = ag_node_input_src(g, w, i);
-        if (p.node == AG_NONE || ag_op_kind_is_var_like(kind_of(st, p.node)) ||
-            ag_node_output_nconsumers(g, p.node, p.index) <= 1)
+        if (p.node == AG_NONE || ag_op_kind_is_var_like(kind_of(st, p.node)))
             continue;
+        const char *rule = R_WHILE_SHARED;
+        char buf[256];
+        if (ag_node_output_nconsumers(g, p.node, p.index) <= 1) {
+            /* One consumer, but the buffer may be another value's, seen
+             * through a view, a ref output or a boundary, and read by others
+             * that no path runs before the loop. */
+            ag_alias_hit hit;
+            AG_TRY(alias_hit(st, p, w, AG_ALIAS_WANT_READERS, &hit));
+            /* Two loop-carried values in one buffer (two views of a value):
+             * each iteration would overwrite the other. */
+            for (uint32_t j = 0; j < ag_node_num_inputs(g, w) && hit.kind == AG_ALIAS_NONE && aliasing_output(st, p);
+                 j++) {
+                bool same = false;
+                if (j != i)
+                    AG_TRY(ag_alias_same(st->alias, p, ag_node_input_src(g, w, j), &same));
+                if (same)
+                    hit = (ag_alias_hit){AG_ALIAS_READER, w};
+            }
+            if (hit.kind == AG_ALIAS_NONE)
+                continue;
+            ag_alias_rule(st->alias, R_WHILE_SHARED, p, &hit, buf, sizeof buf);
+            rule = buf;
+        }
         AG_TRY(fmt_base(st, "%s_input_%u_Memcpy", ag_node_name(g, w), i));
-        AG_TRY(copy_before(st, R_WHILE_SHARED, w, i));
+        AG_TRY(copy_before(st, rule, w, i));
     }
     return AG_OK;
 }
@@ -957,5 +1029,6 @@ ag_status ag_pass_subgraph_isolate(ag_pass_env *env)
     ag_vec_free(st.ctx, &st.iset, sizeof(ag_node_id));
     ag_vec_free(st.ctx, &st.oset, sizeof(ag_node_id));
     ag_vec_free(st.ctx, &st.text, 1);
+    ag_aliases_destroy(st.alias);
     return rc;
 }
