@@ -589,11 +589,7 @@ static ag_status oom_body(ag_ctx *ctx, void *ud)
     ag_graph *g = NULL;
     ag_ops *ops = NULL;
     ag_report *rep = NULL;
-    ag_status st = ag_text_read(ctx, oom_graph, strlen(oom_graph), "t.agt", &g);
-    if (st == AG_OK)
-        st = ag_ops_create(ctx, &ops);
-    if (st == AG_OK)
-        st = ag_report_create(ctx, &rep);
+    ag_status st = agtest_pass_inputs(ctx, oom_graph, &g, &ops, &rep);
     if (st == AG_OK) {
         ag_pass_env env = {g, ops, rep};
         st = ag_pass_layout_conflict(&env);

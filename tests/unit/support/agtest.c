@@ -159,3 +159,13 @@ void agtest_assert_graph_equal(const ag_graph *a, const ag_graph *b, const char 
         fail();
     }
 }
+
+ag_status agtest_pass_inputs(ag_ctx *ctx, const char *agt, ag_graph **g, ag_ops **ops, ag_report **rep)
+{
+    ag_status st = ag_text_read(ctx, agt, strlen(agt), "t.agt", g);
+    if (st == AG_OK)
+        st = ag_ops_create(ctx, ops);
+    if (st == AG_OK)
+        st = ag_report_create(ctx, rep);
+    return st;
+}

@@ -29,6 +29,11 @@ typedef ag_status (*agtest_body_fn)(ag_ctx *ctx, void *ud);
 uint64_t agtest_oom_sweep(agtest_body_fn fn, void *ud, uint64_t max_n);
 #define AG_TEST_OOM_SWEEP(fn, ud) agtest_oom_sweep((fn), (ud), UINT64_C(200000))
 
+/* What a pass test needs: the graph read from .agt text (named "t.agt"),
+ * the builtin ops and an empty report.  Stops at the first failure, leaving
+ * what was made in the out-parameters for the caller to destroy. */
+ag_status agtest_pass_inputs(ag_ctx *ctx, const char *agt, ag_graph **g, ag_ops **ops, ag_report **rep);
+
 /* A context on the C library allocator (asserts non-NULL). */
 ag_ctx *agtest_ctx(void);
 
