@@ -256,12 +256,22 @@ if [ -x "$build/alloc" ]; then
     echo "allocator (bench/alloc.c)"
     "$build/alloc" pair
     mkdir -p "$data"
-    "$build/alloc" synth 1 20000 4 > "$data/alloc_synth4.trace"
-    "$build/alloc" compare "$data/alloc_synth4.trace"
+    # Each trace on an idle device (ticks 0) and a busy one (kernels of 8
+    # host operations), where polled events are not yet complete.
+    traces=()
+    for n in 4 8; do
+        "$build/alloc" synth 1 20000 $n > "$data/alloc_synth$n.trace"
+        traces+=("$data/alloc_synth$n.trace")
+    done
     for m in isnet_fp16 lk_turn_detector oww_embedding; do
         f="${AG_CORPUS_DIR:-$HOME/.cache/aliasguard/corpus}/$m.onnx"
         [ -f "$f" ] || continue
-        "$build/alloc" model "$f" 4 > "$data/alloc_$m.trace" && "$build/alloc" compare "$data/alloc_$m.trace"
+        "$build/alloc" model "$f" 4 > "$data/alloc_$m.trace" && traces+=("$data/alloc_$m.trace")
+    done
+    for t in "${traces[@]}"; do
+        for ticks in 0 8; do
+            "$build/alloc" compare "$t" $ticks
+        done
     done
 fi
 

@@ -98,7 +98,7 @@ void ag_alloc_destroy(ag_memalloc *a)
             ag_heap_destroy(&s->pool[1]);
             ag_free(ctx, s->borrow.by_birth, (size_t)a->n * sizeof *s->borrow.by_birth);
             ag_free(ctx, s->lrec, s->caplrec * sizeof *s->lrec);
-            ag_free(ctx, s->sent, (size_t)s->caplrec * a->w * sizeof(uint64_t));
+            ag_free(ctx, s->cursor, (size_t)a->n * sizeof *s->cursor);
             ag_free(ctx, s->pend, s->cappend * sizeof *s->pend);
         }
         ag_free(ctx, a->st, (size_t)a->n * sizeof *a->st);
@@ -107,7 +107,7 @@ void ag_alloc_destroy(ag_memalloc *a)
     for (uint32_t k = 0; k < a->nspare_ev; k++)
         ag_dev_event_destroy(a->dev, a->spare_ev[k]);
     ag_free(ctx, a->spare_ev, a->capspare_ev * sizeof *a->spare_ev);
-    size_t bb = sizeof(ag_block) + (size_t)(a->n + 1u) * a->w * sizeof(uint64_t) + (size_t)a->n * sizeof(uint32_t);
+    size_t bb = ag_block_bytes(a->n, a->w);
     for (ag_block *b = a->all; b;) {
         ag_block *nx = b->all_next;
         ag_free(ctx, b, bb);
@@ -151,7 +151,8 @@ ag_status ag_alloc_create(ag_ctx *ctx, ag_device *dev, ag_dev_stream *const *str
         a->streams[k] = streams[k];
         ag_pool_init(a, k);
         a->st[k].borrow.by_birth = ag_calloc(ctx, a->n, sizeof *a->st[k].borrow.by_birth);
-        if (!a->st[k].borrow.by_birth)
+        a->st[k].cursor = ag_calloc(ctx, a->n, sizeof *a->st[k].cursor);
+        if (!a->st[k].borrow.by_birth || !a->st[k].cursor)
             goto oom;
     }
     *out = a;
@@ -218,73 +219,79 @@ ag_status ag_alloc_malloc(ag_memalloc *a, uint32_t stream, uint64_t size, ag_blo
     return st;
 }
 
-ag_status ag_alloc_access(ag_memalloc *a, ag_block *blk, uint32_t dst)
+/* A block use on a stream: both must be valid. */
+static ag_status check_use(ag_memalloc *a, const char *what, const ag_block *blk, uint32_t stream)
 {
-    if (!a)
-        return AG_EINVAL;
-    ag_alloc_lock(a);
-    ag_status st = check_stream(a, "access", dst);
-    if (st == AG_OK)
-        st = check_block(a, "access", blk);
-    if (st == AG_OK)
-        st = a->cfg.mode == AG_ALLOC_MULTI ? ag_multi_access(a, blk, dst) : ag_base_access(a, blk, dst);
-    ag_alloc_unlock(a);
-    return st;
+    AG_TRY(check_stream(a, what, stream));
+    return check_block(a, what, blk);
 }
 
-ag_status ag_alloc_free(ag_memalloc *a, ag_block *blk, uint32_t stream)
+static ag_status access_locked(ag_memalloc *a, ag_block *blk, uint32_t dst)
 {
-    if (!a)
-        return AG_EINVAL;
-    ag_alloc_lock(a);
-    ag_status st = check_stream(a, "free", stream);
-    if (st == AG_OK)
-        st = check_block(a, "free", blk);
-    if (st == AG_OK && blk->occ[stream] == 0)
-        st = AG_ERR(a->ctx, AG_EINVAL, "free on stream %u: the stream does not use the block (allocated on %u)",
-                    stream, blk->astream);
-    if (st == AG_OK)
-        st = a->cfg.mode == AG_ALLOC_MULTI ? ag_multi_free(a, blk, stream) : ag_base_free(a, blk, stream);
-    ag_alloc_unlock(a);
-    return st;
+    AG_TRY(check_use(a, "access", blk, dst));
+    return a->cfg.mode == AG_ALLOC_MULTI ? ag_multi_access(a, blk, dst) : ag_base_access(a, blk, dst);
+}
+
+static ag_status free_locked(ag_memalloc *a, ag_block *blk, uint32_t stream)
+{
+    AG_TRY(check_use(a, "free", blk, stream));
+    if (blk->occ[stream] == 0)
+        return AG_ERR(a->ctx, AG_EINVAL, "free on stream %u: the stream does not use the block (allocated on %u)",
+                      stream, blk->astream);
+    return a->cfg.mode == AG_ALLOC_MULTI ? ag_multi_free(a, blk, stream) : ag_base_free(a, blk, stream);
+}
+
+/* An ordering stage between two distinct streams. */
+static ag_status check_pair(ag_memalloc *a, const char *what, uint32_t s1, uint32_t s2, const char *self)
+{
+    AG_TRY(check_stream(a, what, s1));
+    AG_TRY(check_stream(a, what, s2));
+    if (s1 == s2)
+        return AG_ERR(a->ctx, AG_EINVAL, "%s: stream %u %s", what, s1, self);
+    return AG_OK;
 }
 
 static ag_status send_locked(ag_memalloc *a, uint32_t src, uint32_t dst)
 {
-    AG_TRY(check_stream(a, "send", src));
-    AG_TRY(check_stream(a, "send", dst));
-    if (src == dst)
-        return AG_ERR(a->ctx, AG_EINVAL, "send: stream %u to itself", src);
+    AG_TRY(check_pair(a, "send", src, dst, "to itself"));
     return ag_multi_send(a, src, dst);
 }
 
 static ag_status wait_locked(ag_memalloc *a, uint32_t dst, uint32_t src)
 {
-    AG_TRY(check_stream(a, "wait", src));
-    AG_TRY(check_stream(a, "wait", dst));
-    if (src == dst)
-        return AG_ERR(a->ctx, AG_EINVAL, "wait: stream %u on itself", src);
+    AG_TRY(check_pair(a, "wait", dst, src, "on itself"));
     return ag_multi_wait(a, dst, src);
+}
+
+/* The body of an entry after malloc: the lock around its locked form. */
+#define AG_ALLOC_ENTRY(a, call)                                                                                \
+    do {                                                                                                       \
+        if (!(a))                                                                                              \
+            return AG_EINVAL;                                                                                  \
+        ag_alloc_lock(a);                                                                                      \
+        ag_status st_ = (call);                                                                                \
+        ag_alloc_unlock(a);                                                                                    \
+        return st_;                                                                                            \
+    } while (0)
+
+ag_status ag_alloc_access(ag_memalloc *a, ag_block *blk, uint32_t dst)
+{
+    AG_ALLOC_ENTRY(a, access_locked(a, blk, dst));
+}
+
+ag_status ag_alloc_free(ag_memalloc *a, ag_block *blk, uint32_t stream)
+{
+    AG_ALLOC_ENTRY(a, free_locked(a, blk, stream));
 }
 
 ag_status ag_alloc_send(ag_memalloc *a, uint32_t src, uint32_t dst)
 {
-    if (!a)
-        return AG_EINVAL;
-    ag_alloc_lock(a);
-    ag_status st = send_locked(a, src, dst);
-    ag_alloc_unlock(a);
-    return st;
+    AG_ALLOC_ENTRY(a, send_locked(a, src, dst));
 }
 
 ag_status ag_alloc_wait(ag_memalloc *a, uint32_t dst, uint32_t src)
 {
-    if (!a)
-        return AG_EINVAL;
-    ag_alloc_lock(a);
-    ag_status st = wait_locked(a, dst, src);
-    ag_alloc_unlock(a);
-    return st;
+    AG_ALLOC_ENTRY(a, wait_locked(a, dst, src));
 }
 
 static ag_status sync_locked(ag_memalloc *a, ag_alloc_stage stage)
@@ -319,12 +326,7 @@ static ag_status sync_locked(ag_memalloc *a, ag_alloc_stage stage)
 
 ag_status ag_alloc_sync(ag_memalloc *a, ag_alloc_stage stage)
 {
-    if (!a)
-        return AG_EINVAL;
-    ag_alloc_lock(a);
-    ag_status st = sync_locked(a, stage);
-    ag_alloc_unlock(a);
-    return st;
+    AG_ALLOC_ENTRY(a, sync_locked(a, stage));
 }
 
 void *ag_block_ptr(const ag_block *blk)

@@ -78,11 +78,7 @@ ag_status ag_base_malloc(ag_memalloc *a, uint32_t stream, uint64_t size, ag_bloc
     uint64_t r = ag_pool_round(a, size);
     ag_block *b = ag_recent_take(a, stream, r);
     if (b) {
-        b->requested = size;
-        b->astream = b->holder = stream;
-        b->occ[stream] = 1;
-        b->users = 1;
-        ag_stat_alloc(a, b);
+        ag_handout(a, b, stream, size);
         *out = b;
         return AG_OK;
     }
@@ -97,11 +93,8 @@ ag_status ag_base_malloc(ag_memalloc *a, uint32_t stream, uint64_t size, ag_bloc
     b->span = span;
     b->size = span->size;
     b->pool = (uint8_t)pool;
-    b->birth = b->holder = b->astream = stream;
-    b->requested = size;
-    b->occ[stream] = 1;
-    b->users = 1;
-    ag_stat_alloc(a, b);
+    b->birth = stream;
+    ag_handout(a, b, stream, size);
     *out = b;
     return AG_OK;
 }
@@ -117,11 +110,9 @@ ag_status ag_base_access(ag_memalloc *a, ag_block *b, uint32_t dst)
     return AG_OK;
 }
 
-ag_status ag_pend_reserve(ag_memalloc *a, uint32_t stream)
+ag_status ag_pend_grow(ag_memalloc *a, uint32_t stream)
 {
     ag_astream *s = &a->st[stream];
-    if (s->npend < s->cappend)
-        return AG_OK;
     uint32_t nc = s->cappend ? s->cappend * 2u : 16u;
     ag_bpend *p = ag_realloc(a->ctx, s->pend, s->cappend * sizeof *p, nc * sizeof *p);
     if (!p)
@@ -133,7 +124,7 @@ ag_status ag_pend_reserve(ag_memalloc *a, uint32_t stream)
 
 /* The spare array has a slot for every event ever made, so that putting
  * one back never allocates. */
-ag_status ag_ev_reserve(ag_memalloc *a, uint32_t stream, uint32_t need)
+ag_status ag_ev_grow(ag_memalloc *a, uint32_t stream, uint32_t need)
 {
     while (a->nspare_ev < need) {
         if (a->nev == a->capspare_ev) {

@@ -30,13 +30,21 @@ void ag_mif_merge(uint64_t *mif, uint32_t w, uint32_t dst, const uint64_t *row)
         d[k] &= row[k];
 }
 
-/* ---- block objects: pooled, never freed before the allocator ---- */
-
-static size_t block_bytes(const ag_memalloc *a)
+void ag_mif_merge_since(uint64_t *mif, uint32_t n, uint32_t dst, const uint64_t *row, const uint32_t *joined,
+                        uint32_t since)
 {
-    /* nstreams rows and one scratch row, then the use counts */
-    return sizeof(ag_block) + (size_t)(a->n + 1u) * a->w * sizeof(uint64_t) + (size_t)a->n * sizeof(uint32_t);
+    uint32_t w = ag_mif_words(n);
+    uint64_t *d = mif + (size_t)dst * w;
+    for (uint32_t k = 0; k < w; k++) {
+        uint64_t keep = row[k];
+        for (uint32_t u = k * 64u; u < n && u < (k + 1u) * 64u; u++)
+            if ((int32_t)(joined[u] - since) > 0) /* wrap-safe: joined after the view */
+                keep |= UINT64_C(1) << (u % 64u);
+        d[k] &= keep;
+    }
 }
+
+/* ---- block objects: pooled, never freed before the allocator ---- */
 
 ag_status ag_block_get(ag_memalloc *a, ag_block **out)
 {
@@ -47,11 +55,12 @@ ag_status ag_block_get(ag_memalloc *a, ag_block **out)
             memset(b->mif, 0, (size_t)a->n * a->w * sizeof(uint64_t));
         memset(b->occ, 0, (size_t)a->n * sizeof(uint32_t));
     } else {
-        b = ag_calloc(a->ctx, 1, block_bytes(a));
+        b = ag_calloc(a->ctx, 1, ag_block_bytes(a->n, a->w));
         if (!b)
             return AG_OOM(a->ctx);
         b->mif = (uint64_t *)(b + 1);
         b->occ = (uint32_t *)(b->mif + (size_t)(a->n + 1u) * a->w);
+        b->joined = b->occ + a->n;
         b->all_next = a->all;
         a->all = b;
     }
@@ -155,31 +164,47 @@ ag_block *ag_borrow_take(ag_memalloc *a, ag_borrow *br, uint64_t size, uint64_t 
 
 /* ---- local-recycle lists ---- */
 
-ag_status ag_lrec_reserve(ag_memalloc *a, uint32_t stream)
+static bool lrec_live(const ag_lrec *e)
+{
+    return e->blk->version == e->version && e->blk->state == AG_BLK_LIVE;
+}
+
+/* Drops the entries sent to every other stream (those before the lowest
+ * cursor) and those whose block was recycled since; cursors follow. */
+static void lrec_compact(ag_memalloc *a, uint32_t stream)
 {
     ag_astream *s = &a->st[stream];
-    if (s->nlrec < s->caplrec)
-        return AG_OK;
-    ag_lrec_compact(a, stream);
-    if (s->nlrec < s->caplrec)
+    uint32_t lo = s->nlrec;
+    for (uint32_t d = 0; d < a->n; d++)
+        if (d != stream && s->cursor[d] < lo)
+            lo = s->cursor[d];
+    uint32_t out = 0;
+    for (uint32_t k = 0; k < s->nlrec; k++) {
+        s->lrec[k].kept = out;
+        out += k >= lo && lrec_live(&s->lrec[k]);
+    }
+    for (uint32_t d = 0; d < a->n; d++)
+        s->cursor[d] = s->cursor[d] < s->nlrec ? s->lrec[s->cursor[d]].kept : out;
+    out = 0;
+    for (uint32_t k = lo; k < s->nlrec; k++)
+        if (lrec_live(&s->lrec[k]))
+            s->lrec[out++] = s->lrec[k];
+    s->nlrec = out;
+}
+
+ag_status ag_lrec_grow(ag_memalloc *a, uint32_t stream)
+{
+    ag_astream *s = &a->st[stream];
+    lrec_compact(a, stream);
+    /* keep room to spare, so that a list full of live entries is not
+     * compacted again at every free */
+    if (s->nlrec < s->caplrec - s->caplrec / 4u)
         return AG_OK;
     uint32_t nc = s->caplrec ? s->caplrec * 2u : 16u;
-    size_t ow = (size_t)s->caplrec * a->w * sizeof(uint64_t), nw = (size_t)nc * a->w * sizeof(uint64_t);
-    ag_lrec *l = ag_alloc(a->ctx, nc * sizeof *l);
-    uint64_t *sent = ag_alloc(a->ctx, nw);
-    if (!l || !sent) {
-        ag_free(a->ctx, l, nc * sizeof *l);
-        ag_free(a->ctx, sent, nw);
-        return AG_OOM(a->ctx);
-    }
-    if (s->nlrec) {
-        memcpy(l, s->lrec, s->nlrec * sizeof *l);
-        memcpy(sent, s->sent, (size_t)s->nlrec * a->w * sizeof(uint64_t));
-    }
-    ag_free(a->ctx, s->lrec, s->caplrec * sizeof *l);
-    ag_free(a->ctx, s->sent, ow);
+    ag_lrec *l = ag_realloc(a->ctx, s->lrec, s->caplrec * sizeof *l, nc * sizeof *l);
+    if (!l)
+        return s->nlrec < s->caplrec ? AG_OK : AG_OOM(a->ctx);
     s->lrec = l;
-    s->sent = sent;
     s->caplrec = nc;
     return AG_OK;
 }
@@ -188,44 +213,10 @@ void ag_lrec_append(ag_memalloc *a, uint32_t stream, ag_block *b)
 {
     ag_astream *s = &a->st[stream];
     ag_assert(s->nlrec < s->caplrec);
-    uint32_t k = s->nlrec++;
-    s->lrec[k].blk = b;
-    s->lrec[k].version = b->version;
-    memset(ag_lrec_sent(a, stream, k), 0, a->w * sizeof(uint64_t));
+    ag_lrec *e = &s->lrec[s->nlrec++];
+    e->blk = b;
+    e->version = b->version;
     a->s.local_recycles++;
-}
-
-static bool sent_to_all(const ag_memalloc *a, const uint64_t *sent, uint32_t self)
-{
-    for (uint32_t k = 0; k < a->w; k++) {
-        uint64_t want = ~UINT64_C(0);
-        if (k == a->w - 1u && a->n % 64u)
-            want = (UINT64_C(1) << (a->n % 64u)) - 1u;
-        if (k == self / 64u)
-            want &= ~(UINT64_C(1) << (self % 64u));
-        if ((sent[k] & want) != want)
-            return false;
-    }
-    return true;
-}
-
-void ag_lrec_compact(ag_memalloc *a, uint32_t stream)
-{
-    ag_astream *s = &a->st[stream];
-    uint32_t out = 0;
-    for (uint32_t k = 0; k < s->nlrec; k++) {
-        ag_lrec *e = &s->lrec[k];
-        if (e->blk->version != e->version || e->blk->state != AG_BLK_LIVE)
-            continue;
-        if (sent_to_all(a, ag_lrec_sent(a, stream, k), stream))
-            continue;
-        if (out != k) {
-            s->lrec[out] = *e;
-            memcpy(ag_lrec_sent(a, stream, out), ag_lrec_sent(a, stream, k), a->w * sizeof(uint64_t));
-        }
-        out++;
-    }
-    s->nlrec = out;
 }
 
 /* ---- the front cache ---- */

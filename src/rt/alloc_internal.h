@@ -111,6 +111,11 @@ void ag_mif_set_all_observers(uint64_t *mif, uint32_t n, uint32_t s);
 bool ag_mif_any_set(const uint64_t *mif, uint32_t w, uint32_t m);
 /* Row dst &= row (dst learns what src has learnt to be released). */
 void ag_mif_merge(uint64_t *mif, uint32_t w, uint32_t dst, const uint64_t *row);
+/* The same for a row carried from before the latest joins: a stream that
+ * started using the block after the carried view (joined[u] after since)
+ * has released nothing the view could know of, so its bit is kept. */
+void ag_mif_merge_since(uint64_t *mif, uint32_t n, uint32_t dst, const uint64_t *row, const uint32_t *joined,
+                        uint32_t since);
 
 /* ---- block objects ---- */
 enum { AG_BLK_FREE = 0, AG_BLK_LIVE, AG_BLK_BORROWED, AG_BLK_TRANSIT };
@@ -126,6 +131,7 @@ struct ag_block {
     uint32_t holder;  /* BORROWED: whose borrow allocator has it; LIVE unshared: the one occupant */
     uint32_t bbin;    /* BORROWED: size bin */
     uint32_t users;   /* sum of occ[] */
+    uint32_t jep;     /* join count: bumped when a stream starts using the shared block */
     uint32_t events;  /* baseline: outstanding events */
     uint8_t pool, state;
     bool shared; /* MIF materialised (another stream used it since allocation) */
@@ -134,8 +140,16 @@ struct ag_block {
     struct ag_block *bs_prev, *bs_next; /* borrow: size bin list */
     struct ag_block *bb_prev, *bb_next; /* borrow: per-birth-stream list */
     uint32_t *occ;                      /* per-stream occupy counts */
+    uint32_t *joined;                   /* per stream: jep at its latest join (never reset) */
     uint64_t *mif;                      /* nstreams rows of W words; baseline: row 0 = recorded uses */
 };
+
+/* Bytes of a block object: nstreams MIF rows and one scratch row, then
+ * the use counts and the join marks. */
+static inline size_t ag_block_bytes(uint32_t n, uint32_t w)
+{
+    return sizeof(ag_block) + (size_t)(n + 1u) * w * sizeof(uint64_t) + (size_t)n * 2u * sizeof(uint32_t);
+}
 
 /* ---- L3 borrow allocator of one stream ---- */
 typedef struct ag_borrow {
@@ -147,11 +161,12 @@ typedef struct ag_borrow {
 } ag_borrow;
 
 /* ---- a local-recycle entry: stream released its last use while others
- * may still occupy the block; sent = destinations already told ---- */
+ * may still occupy the block.  Entries sit in release order; a send to
+ * dst carries those from the stream's cursor for dst on ---- */
 typedef struct ag_lrec {
     ag_block *blk;
     uint32_t version;
-    uint32_t pad_;
+    uint32_t kept; /* compaction scratch: entries kept before this one */
 } ag_lrec;
 
 /* ---- an event channel src -> dst: the device event and what the sends
@@ -159,7 +174,7 @@ typedef struct ag_lrec {
 typedef struct ag_notice { /* src's MIF row at the send is in the channel's rows */
     ag_block *blk;
     uint32_t version;
-    uint32_t pad_;
+    uint32_t jep; /* the block's join count at the send */
 } ag_notice;
 
 typedef struct ag_chan {
@@ -196,7 +211,7 @@ typedef struct ag_astream {
     ag_borrow borrow;
     ag_lrec *lrec;
     uint32_t nlrec, caplrec;
-    uint64_t *sent; /* W words per lrec slot: destinations already told */
+    uint32_t *cursor; /* per destination: entries before it were sent there */
     ag_bpend *pend;       /* baseline FIFO */
     uint32_t npend, cappend, pend_head;
     ag_alloc_stream_stats st;
@@ -253,18 +268,15 @@ void ag_borrow_remove(ag_memalloc *a, ag_borrow *br, ag_block *b);
 /* Smallest borrowed block of at least size and at most max bytes; NULL if none. */
 ag_block *ag_borrow_take(ag_memalloc *a, ag_borrow *br, uint64_t size, uint64_t max);
 /* Local-recycle list (VersionBlocks): room for one more entry (AG_ENOMEM,
- * asked before a free changes anything), append, and compaction, which
- * drops entries whose block was recycled since (version changed) and
- * entries already sent to every other stream. */
-ag_status ag_lrec_reserve(ag_memalloc *a, uint32_t stream);
-void ag_lrec_append(ag_memalloc *a, uint32_t stream, ag_block *b);
-void ag_lrec_compact(ag_memalloc *a, uint32_t stream);
-static inline uint64_t *ag_lrec_sent(ag_memalloc *a, uint32_t stream, uint32_t k);
-
-static inline uint64_t *ag_lrec_sent(ag_memalloc *a, uint32_t stream, uint32_t k)
+ * asked before a free changes anything; a full list is compacted first:
+ * entries whose block was recycled since (version changed) and entries
+ * already sent to every other stream are dropped), and append. */
+ag_status ag_lrec_grow(ag_memalloc *a, uint32_t stream);
+static inline ag_status ag_lrec_reserve(ag_memalloc *a, uint32_t stream)
 {
-    return a->st[stream].sent + (size_t)k * a->w;
+    return a->st[stream].nlrec < a->st[stream].caplrec ? AG_OK : ag_lrec_grow(a, stream);
 }
+void ag_lrec_append(ag_memalloc *a, uint32_t stream, ag_block *b);
 
 /* The front cache of a stream: a block recycled at birth keeps its span for
  * a request of the same rounded size, so the common pair costs no split and
@@ -304,9 +316,17 @@ ag_status ag_multi_clean(ag_memalloc *a);
 void ag_birth_recycle(ag_memalloc *a, ag_block *b);
 
 /* Room for need more spare events (AG_ENOMEM, AG_EDEVICE). */
-ag_status ag_ev_reserve(ag_memalloc *a, uint32_t stream, uint32_t need);
+ag_status ag_ev_grow(ag_memalloc *a, uint32_t stream, uint32_t need);
+static inline ag_status ag_ev_reserve(ag_memalloc *a, uint32_t stream, uint32_t need)
+{
+    return a->nspare_ev >= need ? AG_OK : ag_ev_grow(a, stream, need);
+}
 /* Room for one more deferred-free entry on stream. */
-ag_status ag_pend_reserve(ag_memalloc *a, uint32_t stream);
+ag_status ag_pend_grow(ag_memalloc *a, uint32_t stream);
+static inline ag_status ag_pend_reserve(ag_memalloc *a, uint32_t stream)
+{
+    return a->st[stream].npend < a->st[stream].cappend ? AG_OK : ag_pend_grow(a, stream);
+}
 static inline uint64_t ag_hb_mark(ag_memalloc *a, uint32_t stream)
 {
     return a->hb_mark ? a->hb_mark(a->hb_ud, stream) : 0;
@@ -352,6 +372,16 @@ static inline void ag_stat_alloc(ag_memalloc *a, const ag_block *b)
     ss->allocated += b->size;
     if (ss->allocated > ss->peak_allocated)
         ss->peak_allocated = ss->allocated;
+}
+
+/* A block handed out to stream for a request of size, one use. */
+static inline void ag_handout(ag_memalloc *a, ag_block *b, uint32_t stream, uint64_t size)
+{
+    b->requested = size;
+    b->astream = b->holder = stream;
+    b->occ[stream] = 1;
+    b->users = 1;
+    ag_stat_alloc(a, b);
 }
 
 static inline void ag_stat_unused(ag_memalloc *a, const ag_block *b, bool pending)

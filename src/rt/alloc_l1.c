@@ -71,7 +71,9 @@ static ag_span *steal_pick(ag_memalloc *a, uint64_t size, ag_heap **from, uint32
             /* the lowest bin of this pool holding a fitting region is
              * close enough to its best fit */
             uint32_t b0 = ag_alloc_bin(size / h->quantum), found = 0;
-            for (uint32_t b = ag_binmap_next(h->binmap, b0); b < AG_NBINS && !found;
+            /* bins above the limit's hold only spans beyond it */
+            uint32_t b1 = ag_alloc_bin(limit / h->quantum);
+            for (uint32_t b = ag_binmap_next(h->binmap, b0); b <= b1 && !found;
                  b = ag_binmap_next(h->binmap, b + 1u))
                 for (ag_span *s = h->bins[b]; s; s = s->fnext) {
                     if (s->prev || s->next || s->size < size || s->size > limit)

@@ -47,11 +47,7 @@ ag_status ag_multi_malloc(ag_memalloc *a, uint32_t stream, uint64_t size, ag_blo
     ag_astream *as = &a->st[stream];
     ag_block *b = ag_recent_take(a, stream, r);
     if (b) {
-        b->requested = size;
-        b->astream = b->holder = stream;
-        b->occ[stream] = 1;
-        b->users = 1;
-        ag_stat_alloc(a, b);
+        ag_handout(a, b, stream, size);
         *out = b;
         return AG_OK;
     }
@@ -86,13 +82,8 @@ ag_status ag_multi_malloc(ag_memalloc *a, uint32_t stream, uint64_t size, ag_blo
         b->pool = (uint8_t)pool;
         b->birth = stream;
     }
-    b->requested = size;
-    b->astream = stream;
-    b->holder = stream;
     b->shared = false;
-    b->occ[stream] = 1;
-    b->users = 1;
-    ag_stat_alloc(a, b);
+    ag_handout(a, b, stream, size);
     *out = b;
     return AG_OK;
 }
@@ -106,6 +97,9 @@ ag_status ag_multi_access(ag_memalloc *a, ag_block *b, uint32_t dst)
         return AG_OK;
     }
     ag_block_mif_materialise(a, b);
+    /* Notices already sent do not know dst uses the block (chan_apply). */
+    if (b->occ[dst] == 0)
+        b->joined[dst] = ++b->jep;
     b->occ[dst]++;
     b->users++;
     ag_mif_set_all_observers(b->mif, a->n, dst);
@@ -163,6 +157,20 @@ static ag_status defer_free(ag_memalloc *a, ag_block *b, uint32_t nusers)
     return first;
 }
 
+/* Whether row s of b's MIF is empty once s's own bit is cleared. */
+static bool row_empty_but(const ag_memalloc *a, const ag_block *b, uint32_t s)
+{
+    const uint64_t *row = b->mif + (size_t)s * a->w;
+    for (uint32_t k = 0; k < a->w; k++) {
+        uint64_t word = row[k];
+        if (k == s / 64u)
+            word &= ~(UINT64_C(1) << (s % 64u));
+        if (word)
+            return false;
+    }
+    return true;
+}
+
 ag_status ag_multi_free(ag_memalloc *a, ag_block *b, uint32_t stream)
 {
     if (a->cfg.mem_type == AG_MEM_HOST) {
@@ -179,6 +187,17 @@ ag_status ag_multi_free(ag_memalloc *a, ag_block *b, uint32_t stream)
             ag_stat_unused(a, b, false);
             global_recycle(a, b, stream);
         }
+        return AG_OK;
+    }
+    /* The last use, and stream knows every other one is over: recycle
+     * at once, with no bookkeeping for notices or the fallback.  The use
+     * count guards the bitmap: a block some stream still declares in use
+     * is never recycled, whatever a view says. */
+    if (b->users == 1 && row_empty_but(a, b, stream)) {
+        b->occ[stream] = 0;
+        b->users = 0;
+        ag_stat_unused(a, b, false);
+        global_recycle(a, b, stream);
         return AG_OK;
     }
     uint32_t nusers = 0;
@@ -201,27 +220,19 @@ ag_status ag_multi_free(ag_memalloc *a, ag_block *b, uint32_t stream)
     b->occ[stream]--;
     b->users--;
     bool released = b->occ[stream] == 0;
-    if (released)
-        ag_mif_clear(b->mif, a->w, stream, stream);
-    /* The use count guards the bitmap: a block some stream still declares
-     * in use is never recycled, whatever a view says. */
-    if (b->users == 0 && !ag_mif_any_set(b->mif, a->w, stream)) {
-        ag_stat_unused(a, b, false);
-        global_recycle(a, b, stream);
-        return AG_OK;
-    }
     if (!released)
         return AG_OK;
-    ag_lrec_append(a, stream, b);
-    if (b->users > 0)
-        return AG_OK;
-    if (nusers == 0) {
+    ag_mif_clear(b->mif, a->w, stream, stream);
+    if (b->users == 0 && nusers == 0) {
         /* only the birth stream may still be busy with it: home at once */
         ag_stat_unused(a, b, false);
         a->s.polled_recycles++;
         ag_birth_recycle(a, b);
         return AG_OK;
     }
+    ag_lrec_append(a, stream, b);
+    if (b->users > 0)
+        return AG_OK;
     ag_stat_unused(a, b, true);
     return defer_free(a, b, nusers);
 }
@@ -279,30 +290,29 @@ ag_status ag_multi_send(ag_memalloc *a, uint32_t src, uint32_t dst)
     ag_chan *c = NULL;
     AG_TRY(chan_get(a, src, dst, &c));
     ag_astream *s = &a->st[src];
-    ag_lrec_compact(a, src);
-    uint32_t todo = 0;
-    for (uint32_t k = 0; k < s->nlrec; k++)
-        if (!ag_mif_is_set(ag_lrec_sent(a, src, k), a->w, 0, dst))
-            todo++;
-    AG_TRY(chan_reserve(a, c, todo));
+    /* The entries since the last send to dst (an upper bound: some may
+     * name recycled blocks). */
+    uint32_t from = s->cursor[dst];
+    AG_TRY(chan_reserve(a, c, s->nlrec - from));
     ag_status st = ag_dev_event_record(a->dev, c->ev, a->streams[src]);
     if (st != AG_OK) {
         ag_dev_note(a);
         return AG_ERR(a->ctx, st, "send from stream %u to stream %u: %s", src, dst, a->devmsg);
     }
     c->recorded = true;
-    for (uint32_t k = 0; k < s->nlrec; k++) {
-        uint64_t *sent = ag_lrec_sent(a, src, k);
-        if (ag_mif_is_set(sent, a->w, 0, dst))
-            continue;
-        ag_mif_set(sent, a->w, 0, dst);
+    for (uint32_t k = from; k < s->nlrec; k++) {
+        ag_block *b = s->lrec[k].blk;
+        if (b->version != s->lrec[k].version || b->state != AG_BLK_LIVE)
+            continue; /* recycled since */
         ag_notice *n = &c->notes[c->nnotes];
-        n->blk = s->lrec[k].blk;
+        n->blk = b;
         n->version = s->lrec[k].version;
-        memcpy(c->rows + (size_t)c->nnotes * a->w, n->blk->mif + (size_t)src * a->w, a->w * sizeof(uint64_t));
+        n->jep = b->jep;
+        memcpy(c->rows + (size_t)c->nnotes * a->w, b->mif + (size_t)src * a->w, a->w * sizeof(uint64_t));
         c->nnotes++;
         a->s.notices_sent++;
     }
+    s->cursor[dst] = s->nlrec;
     /* Borrowed blocks born on dst go home with this event. */
     ag_block *b;
     while ((b = s->borrow.by_birth[dst]) != NULL) {
@@ -325,7 +335,12 @@ static void chan_apply(ag_memalloc *a, ag_chan *c, uint32_t dst)
             continue;
         }
         a->s.notices_applied++;
-        ag_mif_merge(b->mif, a->w, dst, c->rows + (size_t)k * a->w);
+        /* A stream that joined since the send is absent from the carried
+         * row, yet still uses the block: its bit must survive the merge. */
+        if (n->jep == b->jep)
+            ag_mif_merge(b->mif, a->w, dst, c->rows + (size_t)k * a->w);
+        else
+            ag_mif_merge_since(b->mif, a->n, dst, c->rows + (size_t)k * a->w, b->joined, n->jep);
         if (b->users == 0 && !ag_mif_any_set(b->mif, a->w, dst)) {
             ag_stat_unpend(a, b);
             global_recycle(a, b, dst);
@@ -390,6 +405,7 @@ ag_status ag_multi_clean(ag_memalloc *a)
             }
         }
         as->nlrec = 0;
+        memset(as->cursor, 0, (size_t)a->n * sizeof *as->cursor);
     }
     /* Deferred frees: every event has completed. */
     AG_TRY(ag_base_poll(a, true));

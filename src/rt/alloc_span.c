@@ -212,6 +212,19 @@ ag_status ag_heap_grow(ag_heap *h, uint64_t size)
     return AG_OK;
 }
 
+/* Folds right into its free address neighbour left; right's node is spare
+ * then.  Only the span that was in a bin leaves it. */
+static ag_span *absorb(ag_heap *h, ag_span *left, ag_span *right, ag_span *binned)
+{
+    bin_remove(h, binned);
+    left->size += right->size;
+    left->next = right->next;
+    if (right->next)
+        right->next->prev = left;
+    node_put(h, right);
+    return left;
+}
+
 ag_span *ag_heap_put(ag_heap *h, ag_span *s)
 {
     ag_assert(!s->is_free);
@@ -219,25 +232,10 @@ ag_span *ag_heap_put(ag_heap *h, ag_span *s)
     if (h->poison)
         ag_rt_mark_noaccess((void *)s->addr, s->size);
     s->is_free = true;
-    ag_span *p = s->prev;
-    if (p && p->is_free) {
-        bin_remove(h, p);
-        p->size += s->size;
-        p->next = s->next;
-        if (s->next)
-            s->next->prev = p;
-        node_put(h, s);
-        s = p;
-    }
-    ag_span *n = s->next;
-    if (n && n->is_free) {
-        bin_remove(h, n);
-        s->size += n->size;
-        s->next = n->next;
-        if (n->next)
-            n->next->prev = s;
-        node_put(h, n);
-    }
+    if (s->prev && s->prev->is_free)
+        s = absorb(h, s->prev, s, s->prev);
+    if (s->next && s->next->is_free)
+        s = absorb(h, s, s->next, s->next);
     bin_insert(h, s);
     if (!s->prev && !s->next)
         h->nwhole++;

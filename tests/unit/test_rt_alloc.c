@@ -446,6 +446,53 @@ static void test_fanout_stale(void **state)
 }
 
 /* Puts a block of size on stream 1's borrow allocator (born on 0). */
+/* A notice carries its sender's view at the send; a stream that starts
+ * using the block after that send is not in the view, yet has not
+ * released anything.  Born on 0 and used by 1; 0 drops it and tells 3;
+ * then 2 starts using it (kept busy by a gate) and drops it, 1 drops it
+ * last and tells 3.  Stream 3 has learnt that 0 and 1 are done, never
+ * that 2 is: it must not recycle the block while 2 may still run. */
+static void test_join_after_send(void **state)
+{
+    (void)state;
+    fix f;
+    fix_open(&f, 4, AG_ALLOC_MULTI, 0);
+    atomic_int open = 0;
+    assert_int_equal(ag_dev_launch(f.dev, f.s[2], gate_kernel, &open, "gate"), AG_OK);
+    ag_block *b = xmalloc(&f, 0, 4096);
+    void *p = ag_block_ptr(b);
+    assert_int_equal(ag_alloc_access(f.a, b, 1), AG_OK);
+    assert_int_equal(ag_alloc_send(f.a, 0, 1), AG_OK);
+    assert_int_equal(ag_alloc_wait(f.a, 1, 0), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, b, 0), AG_OK);
+    assert_int_equal(ag_alloc_send(f.a, 0, 3), AG_OK); /* carries 0's view: only 1 uses it */
+    assert_int_equal(ag_alloc_access(f.a, b, 2), AG_OK);
+    assert_int_equal(ag_alloc_send(f.a, 1, 2), AG_OK);
+    assert_int_equal(ag_alloc_wait(f.a, 2, 1), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, b, 2), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, b, 1), AG_OK);
+    assert_int_equal(ag_alloc_send(f.a, 1, 3), AG_OK); /* 1's view: 0 and 2 use it */
+    assert_int_equal(ag_alloc_wait(f.a, 3, 0), AG_OK);
+    assert_int_equal(ag_alloc_wait(f.a, 3, 1), AG_OK);
+    ag_alloc_stats s = stats(f.a);
+    assert_int_equal(s.birth_recycles + s.borrow_recycles, 0);
+    assert_int_equal(s.pending, 4096);
+    ag_block *x = xmalloc(&f, 3, 4096);
+    assert_ptr_not_equal(ag_block_ptr(x), p);
+    /* once 2 is done, the fallback sends it home */
+    atomic_store(&open, 1);
+    assert_int_equal(ag_dev_stream_synchronize(f.dev, f.s[2]), AG_OK);
+    assert_int_equal(ag_dev_stream_synchronize(f.dev, f.s[1]), AG_OK);
+    ag_block *y = xmalloc(&f, 0, 4096);
+    s = stats(f.a);
+    assert_int_equal(s.pending, 0);
+    assert_int_equal(s.polled_recycles, 1);
+    assert_ptr_equal(ag_block_ptr(y), p);
+    assert_int_equal(ag_alloc_free(f.a, x, 3), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, y, 0), AG_OK);
+    fix_close(&f);
+}
+
 static void park_on_1(fix *f, uint64_t size)
 {
     ag_block *b = xmalloc(f, 0, size);
@@ -825,6 +872,7 @@ int main(void)
         cmocka_unit_test(test_region_move),
         cmocka_unit_test(test_local_then_birth),
         cmocka_unit_test(test_fanout_stale),
+        cmocka_unit_test(test_join_after_send),
         cmocka_unit_test(test_borrow_larger_then_again),
         cmocka_unit_test(test_streams_256),
         cmocka_unit_test(test_trim_and_retry),
