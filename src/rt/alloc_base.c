@@ -24,6 +24,8 @@ static void pend_pop(ag_memalloc *a, ag_astream *s)
     /* The host saw the point complete: whatever it enqueues from now on,
      * on any stream, comes after it. */
     ag_hb_join(a, UINT32_MAX, p->mark);
+    if (p->seq > s->ev_done)
+        s->ev_done = p->seq;
     if (a->cfg.mode == AG_ALLOC_MULTI) {
         /* Fallback of a shared block: recycled since by a notice, or not. */
         if (b->version == p->version && b->state == AG_BLK_LIVE && b->users == 0 && --b->events == 0) {
@@ -45,10 +47,21 @@ ag_status ag_base_poll(ag_memalloc *a, bool block)
         a->s.syncs += block;
         return AG_OK;
     }
+    bool multi = a->cfg.mode == AG_ALLOC_MULTI;
     for (uint32_t k = 0; k < a->n; k++) {
         ag_astream *s = &a->st[k];
         while (s->pend_head < s->npend) {
-            ag_dev_event *ev = s->pend[s->pend_head].ev;
+            ag_bpend *p = &s->pend[s->pend_head];
+            if (multi && (p->blk->version != p->version || p->blk->state != AG_BLK_LIVE)) {
+                /* a notice recycled the block first: the event is not
+                 * needed (re-recording moves it), nothing was learnt */
+                a->npend--;
+                a->spare_ev[a->nspare_ev++] = p->ev;
+                if (++s->pend_head == s->npend)
+                    s->pend_head = s->npend = 0;
+                continue;
+            }
+            ag_dev_event *ev = p->ev;
             ag_status st;
             bool done = false;
             if (block) {
@@ -195,6 +208,7 @@ ag_status ag_base_free(ag_memalloc *a, ag_block *b, uint32_t stream)
         s->pend[s->npend].blk = b;
         s->pend[s->npend].version = b->version;
         s->pend[s->npend].mark = mark;
+        s->pend[s->npend].seq = ++s->ev_seq;
         s->npend++;
         a->npend++;
     }

@@ -164,9 +164,11 @@ ag_block *ag_borrow_take(ag_memalloc *a, ag_borrow *br, uint64_t size, uint64_t 
 
 /* ---- local-recycle lists ---- */
 
-static bool lrec_live(const ag_lrec *e)
+bool ag_lrec_live(ag_lrec *e)
 {
-    return e->blk->version == e->version && e->blk->state == AG_BLK_LIVE;
+    if (e->blk && (e->blk->version != e->version || e->blk->state != AG_BLK_LIVE))
+        e->blk = NULL; /* recycled since: stale for good, never looked up again */
+    return e->blk != NULL;
 }
 
 /* Drops the entries sent to every other stream (those before the lowest
@@ -181,13 +183,13 @@ static void lrec_compact(ag_memalloc *a, uint32_t stream)
     uint32_t out = 0;
     for (uint32_t k = 0; k < s->nlrec; k++) {
         s->lrec[k].kept = out;
-        out += k >= lo && lrec_live(&s->lrec[k]);
+        out += k >= lo && ag_lrec_live(&s->lrec[k]);
     }
     for (uint32_t d = 0; d < a->n; d++)
         s->cursor[d] = s->cursor[d] < s->nlrec ? s->lrec[s->cursor[d]].kept : out;
     out = 0;
     for (uint32_t k = lo; k < s->nlrec; k++)
-        if (lrec_live(&s->lrec[k]))
+        if (s->lrec[k].blk)
             s->lrec[out++] = s->lrec[k];
     s->nlrec = out;
 }
@@ -196,9 +198,9 @@ ag_status ag_lrec_grow(ag_memalloc *a, uint32_t stream)
 {
     ag_astream *s = &a->st[stream];
     lrec_compact(a, stream);
-    /* keep room to spare, so that a list full of live entries is not
-     * compacted again at every free */
-    if (s->nlrec < s->caplrec - s->caplrec / 4u)
+    /* keep half the room to spare, so that compactions stay rare (each
+     * reads every entry) */
+    if (s->nlrec < s->caplrec / 2u)
         return AG_OK;
     uint32_t nc = s->caplrec ? s->caplrec * 2u : 16u;
     ag_lrec *l = ag_realloc(a->ctx, s->lrec, s->caplrec * sizeof *l, nc * sizeof *l);
@@ -207,16 +209,6 @@ ag_status ag_lrec_grow(ag_memalloc *a, uint32_t stream)
     s->lrec = l;
     s->caplrec = nc;
     return AG_OK;
-}
-
-void ag_lrec_append(ag_memalloc *a, uint32_t stream, ag_block *b)
-{
-    ag_astream *s = &a->st[stream];
-    ag_assert(s->nlrec < s->caplrec);
-    ag_lrec *e = &s->lrec[s->nlrec++];
-    e->blk = b;
-    e->version = b->version;
-    a->s.local_recycles++;
 }
 
 /* ---- the front cache ---- */

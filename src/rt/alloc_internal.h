@@ -23,12 +23,17 @@ uint32_t ag_binmap_next(const uint64_t *map, uint32_t from);
  * A region is one piece obtained from the backing (the device for L1, L1
  * for a pool); spans tile it in address order with no gap. */
 typedef struct ag_region ag_region;
+typedef struct ag_heap ag_heap;
 typedef struct ag_span {
     uintptr_t addr;
     uint64_t size;
     struct ag_span *prev, *next;   /* address neighbours in the region */
     struct ag_span *fprev, *fnext; /* bin list (free spans) or spare list */
     ag_region *region;
+    struct ag_span *wprev, *wnext; /* wholly free: its bin of the whole set */
+    ag_heap *heap;                 /* wholly free: the heap it sits in */
+    uint64_t stamp;                /* wholly free: the owner's epoch it needs (see ag_heap.epoch) */
+    uint32_t wbin;
     uint32_t bin;
     bool is_free;
 } ag_span;
@@ -45,14 +50,24 @@ struct ag_region {
 typedef ag_status (*ag_heap_grow_fn)(void *ud, uint64_t size, uintptr_t *addr, void **cookie, uint64_t *got);
 typedef void (*ag_heap_release_fn)(void *ud, uintptr_t addr, uint64_t size, void *cookie);
 
-typedef struct ag_heap {
+/* Wholly free regions (their one span each) in size bins: one heap's, or
+ * several heaps' together, so that a search over every pool visits the
+ * regions that fit only. */
+typedef struct ag_wholeset {
+    ag_span *bins[AG_NBINS];
+    uint64_t binmap[AG_BINWORDS];
+    uint32_t qshift; /* bins count units of 1 << qshift bytes */
+} ag_wholeset;
+
+struct ag_heap {
     ag_ctx *ctx;
     uint64_t quantum, split_min, max_split;
+    uint32_t qshift; /* log2(quantum): bins divide by a shift */
+    uint32_t tag;    /* the user's label (a pool: its stream) */
     ag_heap_grow_fn grow;
     ag_heap_release_fn release;
     void *ud;
     bool poison; /* mark free spans inaccessible to ASan/Valgrind */
-    ag_span *bins[AG_NBINS];
     uint64_t binmap[AG_BINWORDS];
     ag_region *regions;
     ag_region *spare_regions; /* unused region records */
@@ -63,10 +78,20 @@ typedef struct ag_heap {
     uint64_t reserved, used; /* bytes in regions, bytes in taken spans */
     uint32_t nregions;
     uint32_t nwhole; /* regions wholly free (one free span covers them) */
-} ag_heap;
+    /* The set of wholly free regions several heaps share, or NULL
+     * (ag_heap_share_whole).  A span joining it is stamped *epoch + 1: the
+     * owner's ordering epoch that must be seen complete before the
+     * region's memory is idle. */
+    ag_wholeset *whole;
+    const uint64_t *epoch;
+    ag_span *bins[AG_NBINS];
+};
 
 void ag_heap_init(ag_heap *h, ag_ctx *ctx, uint64_t quantum, uint64_t split_min, uint64_t max_split,
                   ag_heap_grow_fn grow, ag_heap_release_fn release, void *ud, bool poison);
+/* Keeps h's wholly free spans in set (shared with other heaps) and stamps
+ * them from *epoch; before any region is added. */
+void ag_heap_share_whole(ag_heap *h, ag_wholeset *set, const uint64_t *epoch, uint32_t tag);
 /* Releases every region (taken spans included) and frees the nodes. */
 void ag_heap_destroy(ag_heap *h);
 /* Makes sure the next take can split without allocating: AG_ENOMEM. */
@@ -153,11 +178,11 @@ static inline size_t ag_block_bytes(uint32_t n, uint32_t w)
 
 /* ---- L3 borrow allocator of one stream ---- */
 typedef struct ag_borrow {
-    ag_block *bins[AG_NBINS];
-    uint64_t binmap[AG_BINWORDS];
     ag_block **by_birth; /* nstreams list heads */
     uint64_t bytes;
     uint32_t count;
+    uint64_t binmap[AG_BINWORDS];
+    ag_block *bins[AG_NBINS];
 } ag_borrow;
 
 /* ---- a local-recycle entry: stream released its last use while others
@@ -193,6 +218,7 @@ typedef struct ag_bpend {
     uint32_t version; /* multi mode: the block's version at the free */
     uint32_t pad_;
     uint64_t mark;    /* happens-before mark of the record (replay check) */
+    uint64_t seq;     /* the stream's epoch at the record (ag_astream.ev_seq) */
 } ag_bpend;
 
 /* Happens-before hooks of the replay's check: mark returns a token for the
@@ -204,17 +230,22 @@ typedef void (*ag_hb_join_fn)(void *ud, uint32_t stream, uint64_t mark);
 #define AG_RECENT 8u
 
 typedef struct ag_astream {
-    ag_heap pool[2]; /* L2: small and large regions */
-    ag_block *recent[AG_RECENT]; /* blocks just recycled at birth, kept whole for the next request */
-    uint32_t nrecent;
-    uint64_t recent_bytes;
-    ag_borrow borrow;
+    /* what most operations touch first, together */
     ag_lrec *lrec;
     uint32_t nlrec, caplrec;
     uint32_t *cursor; /* per destination: entries before it were sent there */
-    ag_bpend *pend;       /* baseline FIFO */
+    ag_bpend *pend;   /* deferred frees, in record order */
     uint32_t npend, cappend, pend_head;
+    /* Ordering epochs: ev_seq counts the points of this stream the host may
+     * later see complete (recorded deferred-free events, synchronisations);
+     * every work enqueued before point k is done once ev_done >= k. */
+    uint64_t ev_seq, ev_done;
+    uint32_t nrecent;
+    uint64_t recent_bytes;
+    ag_block *recent[AG_RECENT]; /* blocks just recycled at birth, kept whole for the next request */
     ag_alloc_stream_stats st;
+    ag_borrow borrow;
+    ag_heap pool[2]; /* L2: small and large regions */
 } ag_astream;
 
 struct ag_memalloc {
@@ -225,6 +256,7 @@ struct ag_memalloc {
     uint32_t n, w;
     ag_dev_stream **streams;
     ag_heap l1;
+    ag_wholeset pool_whole; /* wholly free regions of every pool (multi mode) */
     ag_astream *st;
     ag_chan **chans; /* n*n, made on first send */
     ag_block *all, *pool_free;
@@ -276,7 +308,18 @@ static inline ag_status ag_lrec_reserve(ag_memalloc *a, uint32_t stream)
 {
     return a->st[stream].nlrec < a->st[stream].caplrec ? AG_OK : ag_lrec_grow(a, stream);
 }
-void ag_lrec_append(ag_memalloc *a, uint32_t stream, ag_block *b);
+static inline void ag_lrec_append(ag_memalloc *a, uint32_t stream, ag_block *b)
+{
+    ag_astream *s = &a->st[stream];
+    ag_assert(s->nlrec < s->caplrec);
+    ag_lrec *e = &s->lrec[s->nlrec++];
+    e->blk = b;
+    e->version = b->version;
+    a->s.local_recycles++;
+}
+/* Whether the entry's block is still the one released (not recycled since);
+ * a stale entry is cleared so that later scans skip it unread. */
+bool ag_lrec_live(ag_lrec *e);
 
 /* The front cache of a stream: a block recycled at birth keeps its span for
  * a request of the same rounded size, so the common pair costs no split and
@@ -335,6 +378,12 @@ static inline void ag_hb_join(ag_memalloc *a, uint32_t stream, uint64_t mark)
 {
     if (a->hb_join)
         a->hb_join(a->hb_ud, stream, mark);
+}
+
+/* The host saw stream k complete everything enqueued so far. */
+static inline void ag_epoch_done(ag_memalloc *a, uint32_t k)
+{
+    a->st[k].ev_done = ++a->st[k].ev_seq;
 }
 
 /* alloc_base.c */

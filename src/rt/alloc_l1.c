@@ -56,55 +56,58 @@ static uint64_t round_up(uint64_t v, uint64_t q)
     return (v + q - 1u) / q * q;
 }
 
+/* Whether the host has seen owner complete what it enqueued before s
+ * became wholly free: then nothing queued touches it any more. */
+static bool region_idle(const ag_memalloc *a, const ag_span *s, uint32_t owner)
+{
+    return s->stamp <= a->st[owner].ev_done;
+}
+
 /* The wholly free pool region that best serves a request of size for the
- * growing pool: of the same stream if any (no ordering needed), else the
- * smallest, wasting at most the size asked or one L1 segment. */
-static ag_span *steal_pick(ag_memalloc *a, uint64_t size, ag_heap **from, uint32_t *owner)
+ * growing pool, wasting at most the size asked or one L1 segment: of the
+ * same stream if any (no ordering needed), else one whose owner was seen
+ * past it (no ordering needed either), else the smallest (an event). */
+static ag_span *steal_pick(ag_memalloc *a, uint64_t size, uint32_t *owner)
 {
     ag_span *best = NULL;
+    uint32_t best_rank = 3;
     uint64_t limit = size + (size > a->cfg.l1_segment ? size : a->cfg.l1_segment);
-    for (uint32_t k = 0; k < a->n; k++)
-        for (uint32_t p = 0; p < 2; p++) {
-            ag_heap *h = &a->st[k].pool[p];
-            if (h == a->grow_heap || h->nwhole == 0)
+    const ag_wholeset *w = &a->pool_whole;
+    uint32_t b1 = ag_alloc_bin(limit >> w->qshift);
+    /* the smallest bin holding a region that needs no event is close
+     * enough to the best fit; an event is worth a larger region */
+    for (uint32_t b = ag_binmap_next(w->binmap, ag_alloc_bin(size >> w->qshift)); b <= b1 && best_rank > 1;
+         b = ag_binmap_next(w->binmap, b + 1u))
+        for (ag_span *s = w->bins[b]; s; s = s->wnext) {
+            if (s->size < size || s->size > limit || s->heap == a->grow_heap)
                 continue;
-            /* the lowest bin of this pool holding a fitting region is
-             * close enough to its best fit */
-            uint32_t b0 = ag_alloc_bin(size / h->quantum), found = 0;
-            /* bins above the limit's hold only spans beyond it */
-            uint32_t b1 = ag_alloc_bin(limit / h->quantum);
-            for (uint32_t b = ag_binmap_next(h->binmap, b0); b <= b1 && !found;
-                 b = ag_binmap_next(h->binmap, b + 1u))
-                for (ag_span *s = h->bins[b]; s; s = s->fnext) {
-                    if (s->prev || s->next || s->size < size || s->size > limit)
-                        continue;
-                    found = 1;
-                    bool own = k == a->grow_stream, best_own = best && *owner == a->grow_stream;
-                    if (!best || (own && !best_own) || (own == best_own && s->size < best->size)) {
-                        best = s;
-                        *from = h;
-                        *owner = k;
-                    }
-                }
-            if (best && best->size == size && *owner == a->grow_stream)
-                return best;
+            uint32_t k = s->heap->tag;
+            uint32_t rank = k == a->grow_stream ? 0u : region_idle(a, s, k) ? 1u : 2u;
+            if (rank < best_rank || (rank == best_rank && s->size < best->size)) {
+                best = s;
+                best_rank = rank;
+                *owner = k;
+                if (rank == 0 && s->size == size)
+                    return best;
+            }
         }
     return best;
 }
 
 /* Moves a wholly free region of another pool to the growing one instead of
  * asking the device.  The owner's queued work may still touch it (frees are
- * stream ordered): an event recorded on the owner and waited for by the
- * growing stream orders that work first, without blocking the host.
- * Returns the region's L1 span, or NULL (nothing fits, or no event). */
+ * stream ordered): unless the host has seen that work complete, an event
+ * recorded on the owner and waited for by the growing stream orders it
+ * first, without blocking the host.  Returns the region's L1 span, or NULL
+ * (nothing fits, or no event). */
 static ag_span *steal(ag_memalloc *a, uint64_t size)
 {
-    ag_heap *from = NULL;
     uint32_t owner = 0, to = a->grow_stream;
-    ag_span *s = steal_pick(a, size, &from, &owner);
+    ag_span *s = steal_pick(a, size, &owner);
     if (!s)
         return NULL;
-    if (owner != to) {
+    ag_heap *from = s->heap;
+    if (owner != to && !region_idle(a, s, owner)) {
         if (ag_ev_reserve(a, owner, 1) != AG_OK) {
             ag_ctx_clear_error(a->ctx);
             ag_ctx_clear_error(ag_device_ctx(a->dev));
@@ -130,7 +133,8 @@ static ag_status l1_take(ag_memalloc *a, uint64_t size, ag_span **out)
 {
     ag_heap *h = &a->l1;
     AG_TRY(ag_heap_reserve(h));
-    ag_span *s = ag_heap_take(h, size);
+    /* L1 is mostly empty while the pools hold the memory */
+    ag_span *s = ag_heap_cached(h) >= size ? ag_heap_take(h, size) : NULL;
     if (s)
         goto done;
     if (a->cfg.steal && (s = steal(a, size)) != NULL)
@@ -184,6 +188,7 @@ static void pool_release_l1(void *ud, uintptr_t addr, uint64_t size, void *cooki
 
 ag_status ag_l1_init(ag_memalloc *a)
 {
+    a->pool_whole.qshift = (uint32_t)__builtin_ctzll(a->cfg.page_size);
     ag_heap_init(&a->l1, a->ctx, a->cfg.page_size, a->cfg.page_size, a->cfg.max_split, dev_grow, dev_release, a,
                  true);
     return AG_OK;
@@ -202,6 +207,9 @@ ag_status ag_pool_init(ag_memalloc *a, uint32_t stream)
                  rel, a, false);
     ag_heap_init(&s->pool[AG_POOL_LARGE], a->ctx, a->cfg.min_block, a->cfg.split_large, a->cfg.max_split, grow,
                  rel, a, false);
+    if (multi)
+        for (uint32_t p = 0; p < 2; p++)
+            ag_heap_share_whole(&s->pool[p], &a->pool_whole, &s->ev_seq, stream);
     return AG_OK;
 }
 
@@ -220,6 +228,7 @@ uint64_t ag_pools_release(ag_memalloc *a, bool sync)
                 continue; /* a poisoned device: keep the memory, it may still be touched */
             }
             ag_hb_join(a, UINT32_MAX, mark);
+            ag_epoch_done(a, k);
         }
         freed += ag_heap_trim(&s->pool[0]);
         freed += ag_heap_trim(&s->pool[1]);

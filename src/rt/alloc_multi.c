@@ -152,6 +152,7 @@ static ag_status defer_free(ag_memalloc *a, ag_block *b, uint32_t nusers)
         p->blk = b;
         p->version = b->version;
         p->mark = mark;
+        p->seq = ++s->ev_seq;
         a->npend++;
     }
     return first;
@@ -293,7 +294,8 @@ ag_status ag_multi_send(ag_memalloc *a, uint32_t src, uint32_t dst)
     /* The entries since the last send to dst (an upper bound: some may
      * name recycled blocks). */
     uint32_t from = s->cursor[dst];
-    AG_TRY(chan_reserve(a, c, s->nlrec - from));
+    if (from < s->nlrec)
+        AG_TRY(chan_reserve(a, c, s->nlrec - from));
     ag_status st = ag_dev_event_record(a->dev, c->ev, a->streams[src]);
     if (st != AG_OK) {
         ag_dev_note(a);
@@ -301,9 +303,9 @@ ag_status ag_multi_send(ag_memalloc *a, uint32_t src, uint32_t dst)
     }
     c->recorded = true;
     for (uint32_t k = from; k < s->nlrec; k++) {
-        ag_block *b = s->lrec[k].blk;
-        if (b->version != s->lrec[k].version || b->state != AG_BLK_LIVE)
+        if (!ag_lrec_live(&s->lrec[k]))
             continue; /* recycled since */
+        ag_block *b = s->lrec[k].blk;
         ag_notice *n = &c->notes[c->nnotes];
         n->blk = b;
         n->version = s->lrec[k].version;
@@ -315,7 +317,7 @@ ag_status ag_multi_send(ag_memalloc *a, uint32_t src, uint32_t dst)
     s->cursor[dst] = s->nlrec;
     /* Borrowed blocks born on dst go home with this event. */
     ag_block *b;
-    while ((b = s->borrow.by_birth[dst]) != NULL) {
+    while (s->borrow.count && (b = s->borrow.by_birth[dst]) != NULL) {
         ag_borrow_remove(a, &s->borrow, b);
         b->state = AG_BLK_TRANSIT;
         b->link = c->home;
@@ -380,8 +382,12 @@ ag_status ag_multi_clean(ag_memalloc *a)
         return AG_ERR(a->ctx, st, "resource clean: synchronising the device: %s", a->devmsg);
     }
     a->s.syncs++;
-    for (uint32_t s = 0; s < a->n; s++)
+    for (uint32_t s = 0; s < a->n; s++) {
         ag_recent_flush(a, s);
+        /* nothing was enqueued since the synchronise: the mark is its point */
+        ag_hb_join(a, UINT32_MAX, ag_hb_mark(a, s));
+        ag_epoch_done(a, s);
+    }
     /* Everything enqueued has run: every channel's load may be applied. */
     for (uint32_t src = 0; src < a->n; src++)
         for (uint32_t dst = 0; dst < a->n; dst++) {
@@ -393,9 +399,9 @@ ag_status ag_multi_clean(ag_memalloc *a)
     for (uint32_t s = 0; s < a->n; s++) {
         ag_astream *as = &a->st[s];
         for (uint32_t k = 0; k < as->nlrec; k++) {
-            ag_block *b = as->lrec[k].blk;
-            if (b->version != as->lrec[k].version || b->state != AG_BLK_LIVE)
+            if (!ag_lrec_live(&as->lrec[k]))
                 continue;
+            ag_block *b = as->lrec[k].blk;
             for (uint32_t o = 0; o < a->n; o++)
                 if (o != b->birth)
                     ag_mif_merge(b->mif, a->w, b->birth, b->mif + (size_t)o * a->w);

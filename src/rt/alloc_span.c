@@ -44,11 +44,56 @@ void ag_heap_init(ag_heap *h, ag_ctx *ctx, uint64_t quantum, uint64_t split_min,
     h->release = release;
     h->ud = ud;
     h->poison = poison;
+    ag_assert(quantum && !(quantum & (quantum - 1u)));
+    h->qshift = (uint32_t)__builtin_ctzll(quantum);
+}
+
+void ag_heap_share_whole(ag_heap *h, ag_wholeset *set, const uint64_t *epoch, uint32_t tag)
+{
+    ag_assert(h->nwhole == 0);
+    h->whole = set;
+    h->epoch = epoch;
+    h->tag = tag;
+}
+
+static void whole_add(ag_heap *h, ag_span *s)
+{
+    ag_wholeset *w = h->whole;
+    h->nwhole++;
+    if (!w)
+        return;
+    uint32_t b = ag_alloc_bin(s->size >> w->qshift);
+    s->heap = h;
+    s->stamp = h->epoch ? *h->epoch + 1u : 0;
+    s->wbin = b;
+    s->wprev = NULL;
+    s->wnext = w->bins[b];
+    if (s->wnext)
+        s->wnext->wprev = s;
+    w->bins[b] = s;
+    w->binmap[b / 64u] |= UINT64_C(1) << (b % 64u);
+}
+
+static void whole_del(ag_heap *h, ag_span *s)
+{
+    ag_wholeset *w = h->whole;
+    h->nwhole--;
+    if (!w)
+        return;
+    if (s->wprev)
+        s->wprev->wnext = s->wnext;
+    else
+        w->bins[s->wbin] = s->wnext;
+    if (s->wnext)
+        s->wnext->wprev = s->wprev;
+    if (!w->bins[s->wbin])
+        w->binmap[s->wbin / 64u] &= ~(UINT64_C(1) << (s->wbin % 64u));
+    s->wprev = s->wnext = NULL;
 }
 
 static void bin_insert(ag_heap *h, ag_span *s)
 {
-    uint32_t b = ag_alloc_bin(s->size / h->quantum);
+    uint32_t b = ag_alloc_bin(s->size >> h->qshift);
     s->bin = b;
     s->fprev = NULL;
     s->fnext = h->bins[b];
@@ -128,12 +173,12 @@ static ag_span *best_in_bin(const ag_heap *h, uint32_t b, uint64_t size)
 ag_span *ag_heap_take(ag_heap *h, uint64_t size)
 {
     ag_assert(size > 0 && size % h->quantum == 0);
-    uint32_t b = ag_alloc_bin(size / h->quantum);
+    uint32_t b = ag_alloc_bin(size >> h->qshift);
     ag_span *s = best_in_bin(h, b, size);
     if (!s) {
         uint32_t lim = AG_NBINS;
         if (size < h->max_split && h->max_split != UINT64_MAX)
-            lim = ag_alloc_bin(h->max_split / h->quantum) + 1u;
+            lim = ag_alloc_bin((h->max_split >> h->qshift)) + 1u;
         for (uint32_t nb = ag_binmap_next(h->binmap, b + 1u); nb < lim; nb = ag_binmap_next(h->binmap, nb + 1u)) {
             s = best_in_bin(h, nb, size);
             if (s)
@@ -144,7 +189,7 @@ ag_span *ag_heap_take(ag_heap *h, uint64_t size)
     }
     bin_remove(h, s);
     if (!s->prev && !s->next)
-        h->nwhole--;
+        whole_del(h, s);
     uint64_t rest = s->size - size;
     if (rest >= h->split_min && s->size < h->max_split) {
         ag_span *r = node_get(h);
@@ -206,7 +251,7 @@ ag_status ag_heap_grow(ag_heap *h, uint64_t size)
     s->region = r;
     s->is_free = true;
     bin_insert(h, s);
-    h->nwhole++;
+    whole_add(h, s);
     if (h->poison)
         ag_rt_mark_noaccess((void *)s->addr, s->size);
     return AG_OK;
@@ -238,7 +283,7 @@ ag_span *ag_heap_put(ag_heap *h, ag_span *s)
         s = absorb(h, s, s->next, s->next);
     bin_insert(h, s);
     if (!s->prev && !s->next)
-        h->nwhole++;
+        whole_add(h, s);
     return s;
 }
 
@@ -248,8 +293,8 @@ void *ag_heap_detach(ag_heap *h, ag_span *s)
     ag_region *r = s->region;
     void *cookie = r->cookie;
     bin_remove(h, s);
+    whole_del(h, s);
     node_put(h, s);
-    h->nwhole--;
     if (r->prev)
         r->prev->next = r->next;
     else
@@ -290,7 +335,7 @@ uint64_t ag_heap_trim(ag_heap *h)
             if (!s->prev && !s->next) {
                 ag_region *r = s->region;
                 bin_remove(h, s);
-                h->nwhole--;
+                whole_del(h, s);
                 node_put(h, s);
                 freed += r->size;
                 region_release(h, r);
@@ -303,6 +348,13 @@ uint64_t ag_heap_trim(ag_heap *h)
 
 void ag_heap_destroy(ag_heap *h)
 {
+    /* a shared whole set outlives this heap: take its spans out */
+    for (uint32_t b = 0; h->whole && h->nwhole && b < AG_NBINS; b++)
+        for (ag_span *s = h->whole->bins[b], *nx; s; s = nx) {
+            nx = s->wnext;
+            if (s->heap == h)
+                whole_del(h, s);
+        }
     while (h->regions)
         region_release(h, h->regions);
     while (h->spare_regions) {
@@ -342,7 +394,20 @@ bool ag_heap_check(const ag_heap *h)
         }
     }
     used = reserved - nfree;
-    return reserved == h->reserved && used == h->used && whole == h->nwhole;
+    uint32_t listed = 0;
+    for (uint32_t b = 0; h->whole && b < AG_NBINS; b++) {
+        bool bit = (h->whole->binmap[b / 64u] >> (b % 64u)) & 1u;
+        if (bit != (h->whole->bins[b] != NULL))
+            return false;
+        for (const ag_span *s = h->whole->bins[b]; s; s = s->wnext) {
+            if (s->heap != h)
+                continue;
+            if (!s->is_free || s->prev || s->next || s->wbin != b)
+                return false;
+            listed++;
+        }
+    }
+    return reserved == h->reserved && used == h->used && whole == h->nwhole && (!h->whole || listed == whole);
 }
 
 bool ag_heap_has_free_region(const ag_heap *h)

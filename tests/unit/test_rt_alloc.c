@@ -386,6 +386,43 @@ static void test_region_move(void **state)
     }
 }
 
+/* A region whose owner the host has already seen complete past the point
+ * where it emptied moves with no event: a deferred free recorded on stream
+ * 0 after the region emptied, polled complete by the next malloc, says so.
+ * The stream wait comes back once stream 0 has queued work again. */
+static void test_region_move_seen(void **state)
+{
+    (void)state;
+    fix f;
+    fix_open(&f, 2, AG_ALLOC_MULTI, 0);
+    ag_block *x = xmalloc(&f, 0, 3u << 20);
+    void *p = ag_block_ptr(x);
+    assert_int_equal(ag_alloc_free(f.a, x, 0), AG_OK);
+    /* born on 1, dropped last by 0: the fallback records an event on 0 */
+    ag_block *b = xmalloc(&f, 1, 512);
+    assert_int_equal(ag_alloc_access(f.a, b, 0), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, b, 1), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, b, 0), AG_OK);
+    assert_int_equal(f.a->npend, 1);
+    ag_block *c = xmalloc(&f, 1, 3u << 20);
+    ag_alloc_stats s = stats(f.a);
+    assert_ptr_equal(ag_block_ptr(c), p);
+    assert_int_equal(s.polled_recycles, 1);
+    assert_int_equal(s.regions_moved, 1);
+    assert_int_equal(s.region_waits, 0);
+    assert_true(heaps_ok(f.a));
+    /* emptied again on 1, nothing seen since: the move back needs the event */
+    assert_int_equal(ag_alloc_free(f.a, c, 1), AG_OK);
+    ag_block *d = xmalloc(&f, 0, 3u << 20);
+    s = stats(f.a);
+    assert_ptr_equal(ag_block_ptr(d), p);
+    assert_int_equal(s.regions_moved, 2);
+    assert_int_equal(s.region_waits, 1);
+    assert_true(heaps_ok(f.a));
+    assert_int_equal(ag_alloc_free(f.a, d, 0), AG_OK);
+    fix_close(&f);
+}
+
 /* The consumer drops first, the birth stream last: the event 1 -> 0 lets 0
  * recycle at birth. */
 static void test_local_then_birth(void **state)
@@ -870,6 +907,7 @@ int main(void)
         cmocka_unit_test(test_local_borrow_home),
         cmocka_unit_test(test_polled_fallback),
         cmocka_unit_test(test_region_move),
+        cmocka_unit_test(test_region_move_seen),
         cmocka_unit_test(test_local_then_birth),
         cmocka_unit_test(test_fanout_stale),
         cmocka_unit_test(test_join_after_send),
