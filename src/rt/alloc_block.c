@@ -164,13 +164,6 @@ ag_block *ag_borrow_take(ag_memalloc *a, ag_borrow *br, uint64_t size, uint64_t 
 
 /* ---- local-recycle lists ---- */
 
-bool ag_lrec_live(ag_lrec *e)
-{
-    if (e->blk && (e->blk->version != e->version || e->blk->state != AG_BLK_LIVE))
-        e->blk = NULL; /* recycled since: stale for good, never looked up again */
-    return e->blk != NULL;
-}
-
 /* Drops the entries sent to every other stream (those before the lowest
  * cursor) and those whose block was recycled since; cursors follow. */
 static void lrec_compact(ag_memalloc *a, uint32_t stream)

@@ -103,6 +103,9 @@ ag_span *ag_heap_take(ag_heap *h, uint64_t size);
 /* Adds a free region of at least size bytes from the backing (AG_ENOMEM or the
  * backing's status; nothing changed then). */
 ag_status ag_heap_grow(ag_heap *h, uint64_t size);
+/* ag_heap_grow by a region of at least region bytes, then its first size
+ * bytes taken as ag_heap_take would (the caller found no cached span). */
+ag_status ag_heap_grow_take(ag_heap *h, uint64_t region, uint64_t size, ag_span **out);
 /* Gives a taken span back, merging it with free neighbours; returns the
  * free span that holds it now. */
 ag_span *ag_heap_put(ag_heap *h, ag_span *s);
@@ -131,6 +134,19 @@ static inline void ag_mif_clear(uint64_t *mif, uint32_t w, uint32_t m, uint32_t 
 static inline bool ag_mif_is_set(const uint64_t *mif, uint32_t w, uint32_t m, uint32_t s)
 {
     return (mif[(size_t)m * w + s / 64u] >> (s % 64u)) & 1u;
+}
+/* The first stream at or after from whose bit is set in a row of W words
+ * (the rows hold bits for W * 64 streams); W * 64 when none. */
+static inline uint32_t ag_mif_next(const uint64_t *row, uint32_t w, uint32_t from)
+{
+    for (uint32_t k = from / 64u; k < w; k++) {
+        uint64_t word = row[k];
+        if (k == from / 64u)
+            word &= ~UINT64_C(0) << (from % 64u);
+        if (word)
+            return k * 64u + (uint32_t)__builtin_ctzll(word);
+    }
+    return w * 64u;
 }
 void ag_mif_set_all_observers(uint64_t *mif, uint32_t n, uint32_t s);
 bool ag_mif_any_set(const uint64_t *mif, uint32_t w, uint32_t m);
@@ -319,7 +335,12 @@ static inline void ag_lrec_append(ag_memalloc *a, uint32_t stream, ag_block *b)
 }
 /* Whether the entry's block is still the one released (not recycled since);
  * a stale entry is cleared so that later scans skip it unread. */
-bool ag_lrec_live(ag_lrec *e);
+static inline bool ag_lrec_live(ag_lrec *e)
+{
+    if (e->blk && (e->blk->version != e->version || e->blk->state != AG_BLK_LIVE))
+        e->blk = NULL; /* recycled since: stale for good, never looked up again */
+    return e->blk != NULL;
+}
 
 /* The front cache of a stream: a block recycled at birth keeps its span for
  * a request of the same rounded size, so the common pair costs no split and

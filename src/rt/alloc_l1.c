@@ -260,7 +260,7 @@ ag_status ag_pool_take(ag_memalloc *a, uint32_t stream, uint64_t size, bool trie
             region = round_up(size, c->large_round);
         if (a->cfg.mode == AG_ALLOC_MULTI)
             region = round_up(region, c->page_size);
-        ag_status st = ag_heap_grow(h, region);
+        ag_status st = ag_heap_grow_take(h, region, size, &s);
         if (st == AG_ENOMEM && a->cfg.mode == AG_ALLOC_BASELINE) {
             /* The baseline's last resort: wait for every pending event,
              * release every wholly free region of every stream, retry. */

@@ -59,11 +59,11 @@ ag_status ag_multi_malloc(ag_memalloc *a, uint32_t stream, uint64_t size, ag_blo
     AG_TRY(ag_heap_reserve(&as->pool[pool]));
     AG_TRY(ag_block_get(a, &b));
     span = ag_heap_take(&as->pool[pool], r);
-    if (!span && a->cfg.borrow)
+    if (!span && a->cfg.borrow && as->borrow.count)
         lent = ag_borrow_take(a, &as->borrow, r, 2u * r);
     if (!span && !lent) {
         ag_status st = ag_pool_take(a, stream, r, true, &pool, &span);
-        if (st == AG_ENOMEM && a->cfg.borrow)
+        if (st == AG_ENOMEM && a->cfg.borrow && as->borrow.count)
             lent = ag_borrow_take(a, &as->borrow, r, UINT64_MAX);
         if (!lent && st != AG_OK) {
             ag_block_put(a, b);
@@ -96,13 +96,25 @@ ag_status ag_multi_access(ag_memalloc *a, ag_block *b, uint32_t dst)
         b->users++;
         return AG_OK;
     }
-    ag_block_mif_materialise(a, b);
     /* Notices already sent do not know dst uses the block (chan_apply). */
     if (b->occ[dst] == 0)
         b->joined[dst] = ++b->jep;
+    if (a->w == 1) {
+        /* one word a row: the holder's bit (first sharing) and dst's at once */
+        uint64_t bits = UINT64_C(1) << dst;
+        if (!b->shared) {
+            b->shared = true;
+            if (b->occ[b->holder] > 0)
+                bits |= UINT64_C(1) << b->holder;
+        }
+        for (uint32_t m = 0; m < a->n; m++)
+            b->mif[m] |= bits;
+    } else {
+        ag_block_mif_materialise(a, b);
+        ag_mif_set_all_observers(b->mif, a->n, dst);
+    }
     b->occ[dst]++;
     b->users++;
-    ag_mif_set_all_observers(b->mif, a->n, dst);
     return AG_OK;
 }
 
@@ -111,6 +123,13 @@ ag_status ag_multi_access(ag_memalloc *a, ag_block *b, uint32_t dst)
 static uint64_t *users_of(ag_memalloc *a, ag_block *b)
 {
     uint64_t *any = b->mif + (size_t)a->n * a->w;
+    if (a->w == 1) {
+        uint64_t u = 0;
+        for (uint32_t m = 0; m < a->n; m++)
+            u |= b->mif[m];
+        any[0] = u;
+        return any;
+    }
     memset(any, 0, a->w * sizeof *any);
     for (uint32_t m = 0; m < a->n; m++) {
         const uint64_t *row = b->mif + (size_t)m * a->w;
@@ -130,9 +149,7 @@ static ag_status defer_free(ag_memalloc *a, ag_block *b, uint32_t nusers)
     const uint64_t *any = b->mif + (size_t)a->n * a->w;
     b->events = nusers;
     ag_status first = AG_OK;
-    for (uint32_t u = 0; u < a->n; u++) {
-        if (!ag_mif_is_set(any, a->w, 0, u))
-            continue;
+    for (uint32_t u = ag_mif_next(any, a->w, 0); u < a->n; u = ag_mif_next(any, a->w, u + 1u)) {
         ag_astream *s = &a->st[u];
         ag_dev_event *ev = a->spare_ev[--a->nspare_ev];
         /* the mark before the record: it never claims more than the event covers */
@@ -211,11 +228,10 @@ ag_status ag_multi_free(ag_memalloc *a, ag_block *b, uint32_t stream)
         /* The birth stream needs no event: the block goes back to its pool,
          * where its own order covers its last use. */
         ag_mif_clear(any, a->w, 0, b->birth);
-        for (uint32_t u = 0; u < a->n; u++)
-            if (ag_mif_is_set(any, a->w, 0, u)) {
-                AG_TRY(ag_pend_reserve(a, u));
-                nusers++;
-            }
+        for (uint32_t u = ag_mif_next(any, a->w, 0); u < a->n; u = ag_mif_next(any, a->w, u + 1u)) {
+            AG_TRY(ag_pend_reserve(a, u));
+            nusers++;
+        }
         AG_TRY(ag_ev_reserve(a, stream, nusers));
     }
     b->occ[stream]--;

@@ -170,6 +170,8 @@ static ag_span *best_in_bin(const ag_heap *h, uint32_t b, uint64_t size)
     return best;
 }
 
+static ag_span *carve(ag_heap *h, ag_span *s, uint64_t size);
+
 ag_span *ag_heap_take(ag_heap *h, uint64_t size)
 {
     ag_assert(size > 0 && size % h->quantum == 0);
@@ -190,6 +192,13 @@ ag_span *ag_heap_take(ag_heap *h, uint64_t size)
     bin_remove(h, s);
     if (!s->prev && !s->next)
         whole_del(h, s);
+    return carve(h, s, size);
+}
+
+/* Takes the first size bytes of free span s (out of the bins), splitting
+ * off the remainder when it is worth keeping. */
+static ag_span *carve(ag_heap *h, ag_span *s, uint64_t size)
+{
     uint64_t rest = s->size - size;
     if (rest >= h->split_min && s->size < h->max_split) {
         ag_span *r = node_get(h);
@@ -220,7 +229,9 @@ static void region_spare(ag_heap *h, ag_region *r)
     h->spare_regions = r;
 }
 
-ag_status ag_heap_grow(ag_heap *h, uint64_t size)
+/* A new region of at least size bytes from the backing: its one span,
+ * free, in no bin yet. */
+static ag_status grow_span(ag_heap *h, uint64_t size, ag_span **out)
 {
     ag_assert(size > 0 && size % h->quantum == 0);
     AG_TRY(ag_heap_reserve(h));
@@ -250,10 +261,27 @@ ag_status ag_heap_grow(ag_heap *h, uint64_t size)
     s->size = size;
     s->region = r;
     s->is_free = true;
-    bin_insert(h, s);
-    whole_add(h, s);
     if (h->poison)
         ag_rt_mark_noaccess((void *)s->addr, s->size);
+    *out = s;
+    return AG_OK;
+}
+
+ag_status ag_heap_grow(ag_heap *h, uint64_t size)
+{
+    ag_span *s = NULL;
+    AG_TRY(grow_span(h, size, &s));
+    bin_insert(h, s);
+    whole_add(h, s);
+    return AG_OK;
+}
+
+ag_status ag_heap_grow_take(ag_heap *h, uint64_t region, uint64_t size, ag_span **out)
+{
+    ag_assert(size <= region);
+    ag_span *s = NULL;
+    AG_TRY(grow_span(h, region, &s));
+    *out = carve(h, s, size);
     return AG_OK;
 }
 
