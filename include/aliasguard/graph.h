@@ -157,6 +157,10 @@ bool ag_attrs_get_int(const ag_attrs *a, const char *name, int64_t *out);
 bool ag_attrs_get_float(const ag_attrs *a, const char *name, float *out);
 bool ag_attrs_get_string(const ag_attrs *a, const char *name, const char **out);
 bool ag_attrs_get_ints(const ag_attrs *a, const char *name, const int64_t **out, uint32_t *count);
+/* A flag: the value of a bool attribute, or an int attribute's != 0 (flags
+ * written by other tools are often ints); dflt when absent or of another
+ * kind. */
+bool ag_attrs_get_flag(const ag_attrs *a, const char *name, bool dflt);
 /* Typed setters (wrappers of ag_attrs_set). */
 ag_status ag_attrs_set_bool(ag_graph *g, ag_attrs *a, const char *name, bool v);
 ag_status ag_attrs_set_int(ag_graph *g, ag_attrs *a, const char *name, int64_t v);

@@ -368,6 +368,17 @@ bool ag_attrs_get_bool(const ag_attrs *a, const char *name, bool *out)
     return at != NULL;
 }
 
+bool ag_attrs_get_flag(const ag_attrs *a, const char *name, bool dflt)
+{
+    bool b;
+    int64_t i;
+    if (ag_attrs_get_bool(a, name, &b))
+        return b;
+    if (ag_attrs_get_int(a, name, &i))
+        return i != 0;
+    return dflt;
+}
+
 bool ag_attrs_get_int(const ag_attrs *a, const char *name, int64_t *out)
 {
     const ag_attr *at = find_kind(a, name, AG_ATTR_INT);

@@ -34,16 +34,6 @@ typedef struct atomic_state {
     ag_vec hcom;      /* ag_node_id: collected HCCL-atomic nodes */
 } atomic_state;
 
-/* A bool attribute that is true (ints are accepted as 0 / nonzero). */
-static bool attr_true(const ag_attrs *a, const char *name)
-{
-    bool b;
-    int64_t i;
-    if (ag_attrs_get_bool(a, name, &b))
-        return b;
-    return ag_attrs_get_int(a, name, &i) && i != 0;
-}
-
 static ag_op_kind kind_of(const atomic_state *st, ag_node_id n)
 {
     return ag_ops_node_kind(st->env->ops, st->g, n);
@@ -124,7 +114,7 @@ static bool needs_own_task(const atomic_state *st, ag_node_id n)
             return true;
         for (uint32_t k = 0; k < ag_node_output_nconsumers(st->g, n, o); k++) {
             ag_node_id c = ag_node_output_consumer(st->g, n, o, k).node;
-            if (attr_true(ag_node_attrs_c(st->g, c), "_no_task"))
+            if (ag_attrs_get_flag(ag_node_attrs_c(st->g, c), "_no_task", false))
                 return true;
         }
     }
@@ -144,7 +134,7 @@ static bool has_clean(const atomic_state *st, ag_node_id n)
 static ag_status set_true_once(atomic_state *st, ag_node_id n, const char *name)
 {
     ag_attrs *a = ag_node_attrs(st->g, n);
-    if (attr_true(a, name))
+    if (ag_attrs_get_flag(a, name, false))
         return AG_OK;
     return ag_attrs_set_bool(st->g, a, name, true);
 }
@@ -288,7 +278,7 @@ static ag_status collect(atomic_state *st)
         AG_TRY(set_true_once(st, n, "is_atomic_node"));
         /* A node once marked keeps cleaning through its own task, even when a
          * later pass removed the _no_task consumer that decided it. */
-        if (attr_true(ag_node_attrs_c(st->g, n), "need_gentask_atomic") || needs_own_task(st, n)) {
+        if (ag_attrs_get_flag(ag_node_attrs_c(st->g, n), "need_gentask_atomic", false) || needs_own_task(st, n)) {
             st->mark[n] |= M_GENTASK;
             AG_TRY(set_true_once(st, n, "need_gentask_atomic"));
             continue;

@@ -201,14 +201,7 @@ ag_status ag_layout_conflict_at(ag_layout_ctx *lc, const ag_lanchor *x, const ch
 
 static bool node_flag(const ag_graph *g, ag_node_id n, const char *name, bool dflt)
 {
-    const ag_attrs *a = ag_node_attrs_c(g, n);
-    bool b;
-    int64_t v;
-    if (ag_attrs_get_bool(a, name, &b))
-        return b;
-    if (ag_attrs_get_int(a, name, &v))
-        return v != 0;
-    return dflt;
+    return ag_attrs_get_flag(ag_node_attrs_c(g, n), name, dflt);
 }
 
 bool ag_layout_sub_static(const ag_pass_env *env, ag_sub_id s)

@@ -50,18 +50,6 @@ typedef struct rw {
 
 /* ---- small queries ---- */
 
-static bool attr_true(const ag_attrs *a, const char *name)
-{
-    const ag_attr *at = ag_attrs_find(a, name);
-    if (!at)
-        return false;
-    if (at->kind == AG_ATTR_BOOL)
-        return at->v.b;
-    if (at->kind == AG_ATTR_INT)
-        return at->v.i != 0;
-    return false;
-}
-
 static ag_op_kind kind_of(const rw *st, ag_node_id n)
 {
     return ag_ops_node_kind(st->ops, st->g, n);
@@ -69,7 +57,7 @@ static ag_op_kind kind_of(const rw *st, ag_node_id n)
 
 static bool skip_rw(const rw *st, ag_node_id n)
 {
-    return attr_true(ag_node_attrs_c(st->g, n), "_skip_rw_conflict");
+    return ag_attrs_get_flag(ag_node_attrs_c(st->g, n), "_skip_rw_conflict", false);
 }
 
 static bool owner_parent_is_while(const rw *st, ag_node_id n)
@@ -1084,7 +1072,7 @@ static bool skip_in_main_loop(const rw *st, ag_node_id n)
         if (k == AG_OPK_DATA || k == AG_OPK_NETOUTPUT)
             return true;
     }
-    return attr_true(ag_node_attrs_c(g, n), "_cannot_be_deleted");
+    return ag_attrs_get_flag(ag_node_attrs_c(g, n), "_cannot_be_deleted", false);
 }
 
 static ag_status enqueue(rw *st, ag_node_id n)

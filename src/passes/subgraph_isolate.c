@@ -91,12 +91,7 @@ static ag_op_kind kind_of(const sp_state *st, ag_node_id n)
 
 static bool attr_true(const ag_graph *g, ag_node_id n, const char *name)
 {
-    const ag_attrs *a = ag_node_attrs_c(g, n);
-    bool b = false;
-    int64_t v = 0;
-    if (ag_attrs_get_bool(a, name, &b))
-        return b;
-    return ag_attrs_get_int(a, name, &v) && v != 0;
+    return ag_attrs_get_flag(ag_node_attrs_c(g, n), name, false);
 }
 
 /* NodeUtils::IsDynamicShape. */

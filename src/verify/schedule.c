@@ -105,15 +105,6 @@ static void *scratch(vs *st, size_t count, size_t size)
     return ag_arena_alloc(&st->arena, count * size + 1);
 }
 
-static bool attr_true(const ag_attrs *a, const char *name)
-{
-    bool b;
-    int64_t i;
-    if (ag_attrs_get_bool(a, name, &b))
-        return b;
-    return ag_attrs_get_int(a, name, &i) && i != 0;
-}
-
 static ag_status new_value(vs *st, ag_node_id n, uint32_t idx, uint32_t what, uint32_t *out)
 {
     if (st->nval == st->valcap) {
@@ -738,7 +729,7 @@ static ag_status prep_nodes(vs *st)
                 for (uint32_t o = 0; o < no; o++)
                     st->out_atomic[st->out_base[n] + o] = 0;
             else
-                st->atomic_mode[n] = attr_true(attrs, "need_gentask_atomic") ? 2 : 1;
+                st->atomic_mode[n] = ag_attrs_get_flag(attrs, "need_gentask_atomic", false) ? 2 : 1;
         }
         st->hint[n] = -1;
         uint32_t hk;

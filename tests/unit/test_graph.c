@@ -245,6 +245,19 @@ static void test_attrs_all_kinds(void **state)
     assert_int_equal(iv_list[0], 1);
     assert_int_equal(iv_list[1], -2);
     assert_true(ag_attrs_get_ints(a, "empty", &iv_list, &cnt) && cnt == 0);
+    /* Flags: a bool, or an int's != 0; the default when absent or of
+     * another kind. */
+    assert_true(ag_attrs_get_flag(a, "b", false));
+    assert_true(ag_attrs_get_flag(a, "i", false));
+    assert_false(ag_attrs_get_flag(a, "absent", false));
+    assert_true(ag_attrs_get_flag(a, "absent", true));
+    assert_true(ag_attrs_get_flag(a, "s", true));
+    assert_false(ag_attrs_get_flag(a, "s", false));
+    {
+        ag_node_id z = agtest_node(g, AG_ROOT, "Op", "z", 0, 1);
+        assert_int_equal(ag_attrs_set_int(g, ag_node_attrs(g, z), "zero", 0), AG_OK);
+        assert_false(ag_attrs_get_flag(ag_node_attrs_c(g, z), "zero", true));
+    }
     const ag_attr *at = ag_attrs_find(a, "t");
     assert_non_null(at);
     assert_int_equal(((const uint8_t *)at->v.t->data)[0], 1);
