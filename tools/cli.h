@@ -66,6 +66,9 @@ FILE *cli_open_output(const char *path);
  * or when ok is false, a regular output file is removed.  Returns true when
  * the output is complete. */
 bool cli_close_output(FILE *f, const char *path, bool ok);
+/* Reads all of path ("-" = standard input) into a malloc'd buffer with a NUL
+ * after its *len bytes; false after printing the error. */
+bool cli_read_all(const char *path, char **buf, size_t *len);
 
 /* ---- the loader ---- */
 

@@ -151,39 +151,12 @@ int cmd_alloc_replay(int argc, char **argv)
     size_t len = 0;
     ag_alloc_trace *t = NULL;
     ag_device *dev = NULL;
-    FILE *f = strcmp(input, "-") == 0 ? stdin : fopen(input, "rb");
-    if (!f) {
-        cli_err("%s: cannot open", input);
+    if (!cli_read_all(input, &text, &len))
         goto out;
-    }
-    {
-        size_t cap = 0;
-        for (;;) {
-            if (len + 65536 + 1 > cap) {
-                size_t nc = cap ? cap * 2 : 131072;
-                char *p = realloc(text, nc);
-                if (!p) {
-                    cli_err("%s: out of memory", input);
-                    goto out_close;
-                }
-                text = p;
-                cap = nc;
-            }
-            size_t got = fread(text + len, 1, cap - len - 1, f);
-            len += got;
-            if (got == 0)
-                break;
-        }
-        if (ferror(f)) {
-            cli_err("%s: read error", input);
-            goto out_close;
-        }
-        text[len] = '\0';
-    }
     ag_status st = ag_alloc_trace_parse(ctx, input, text, len, &t);
     if (st != AG_OK) {
         cli_err_ctx(ctx, st, input);
-        goto out_close;
+        goto out;
     }
     ag_device_sim_config dc = ag_device_sim_defaults();
     if (capacity)
@@ -191,7 +164,7 @@ int cmd_alloc_replay(int argc, char **argv)
     st = ag_device_sim_create(ctx, &dc, &dev);
     if (st != AG_OK) {
         cli_err_ctx(ctx, st, "device");
-        goto out_close;
+        goto out;
     }
     printf("trace: %s (%llu operations, %u streams)\n", input, (unsigned long long)ag_alloc_trace_ops(t),
            ag_alloc_trace_streams(t));
@@ -212,7 +185,7 @@ int cmd_alloc_replay(int argc, char **argv)
             st = ag_alloc_replay(ctx, dev, t, &c, &o, &r);
             if (st != AG_OK) {
                 cli_err_ctx(ctx, st, input);
-                goto out_close;
+                goto out;
             }
             if (k == 0 || r.total_seconds < res[m].total_seconds)
                 res[m] = r;
@@ -231,9 +204,6 @@ int cmd_alloc_replay(int argc, char **argv)
     if (check)
         printf("check: %llu violations\n", (unsigned long long)violations);
     rc = violations ? CLI_EXIT_FINDINGS : CLI_EXIT_OK;
-out_close:
-    if (f && f != stdin)
-        fclose(f);
 out:
     ag_alloc_trace_destroy(t);
     ag_device_destroy(dev);

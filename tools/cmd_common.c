@@ -187,35 +187,46 @@ static cli_format by_extension(const char *path)
 }
 
 /* Reads all of standard input into a malloc'd buffer. */
-static bool read_stdin(char **buf, size_t *len)
+bool cli_read_all(const char *path, char **buf, size_t *len)
 {
-    size_t cap = 1 << 16, n = 0;
-    char *b = malloc(cap);
-    if (!b) {
-        cli_err("out of memory reading standard input");
+    bool is_stdin = strcmp(path, "-") == 0;
+    const char *name = is_stdin ? "<stdin>" : path;
+    FILE *f = is_stdin ? stdin : fopen(path, "rb");
+    if (!f) {
+        cli_err("%s: cannot open: %s", path, strerror(errno));
         return false;
     }
-    for (;;) {
-        if (n == cap) {
+    size_t cap = 1 << 16, n = 0;
+    char *b = malloc(cap);
+    bool ok = b != NULL;
+    while (ok) {
+        if (n + 1 >= cap) {
             char *nb = cap > SIZE_MAX / 2 ? NULL : realloc(b, cap * 2);
             if (!nb) {
-                free(b);
-                cli_err("out of memory reading standard input");
-                return false;
+                ok = false;
+                break;
             }
             b = nb;
             cap *= 2;
         }
-        size_t got = fread(b + n, 1, cap - n, stdin);
+        size_t got = fread(b + n, 1, cap - n - 1, f);
         n += got;
         if (got == 0)
             break;
     }
-    if (ferror(stdin)) {
+    if (!ok)
+        cli_err("%s: out of memory reading it", name);
+    else if (ferror(f)) {
+        cli_err("%s: read failed: %s", name, strerror(errno));
+        ok = false;
+    }
+    if (!is_stdin)
+        fclose(f);
+    if (!ok) {
         free(b);
-        cli_err("<stdin>: read failed: %s", strerror(errno));
         return false;
     }
+    b[n] = '\0';
     *buf = b;
     *len = n;
     return true;
@@ -307,7 +318,7 @@ bool cli_load_graph(ag_ctx *ctx, const char *path, const cli_load_opts *opts, ag
     const char *name = path;
     cli_format fmt = opts->format;
     if (strcmp(path, "-") == 0) {
-        if (!read_stdin(&buf, &len))
+        if (!cli_read_all("-", &buf, &len))
             return false;
         name = "<stdin>";
         if (fmt == CLI_FMT_AUTO)
