@@ -69,10 +69,8 @@ typedef struct vs {
     ag_shadow sh;
     /* per schedule */
     uint32_t *cell;       /* per output */
-    uint32_t *cur;        /* per cell: the value its readers expect */
-    uint32_t ncell, cellcap;
-    prov *pv;             /* per value */
-    uint32_t nval, valcap;
+    ag_vec cur;           /* uint32_t per cell: the value its readers expect */
+    ag_vec vals;          /* prov per value */
     uint32_t *remaining;  /* per node */
     uint32_t *stream;     /* per node */
     uint64_t rng;
@@ -107,32 +105,15 @@ static void *scratch(vs *st, size_t count, size_t size)
 
 static ag_status new_value(vs *st, ag_node_id n, uint32_t idx, uint32_t what, uint32_t *out)
 {
-    if (st->nval == st->valcap) {
-        uint32_t nc = st->valcap ? 2 * st->valcap : 1024;
-        prov *np = ag_realloc(st->ctx, st->pv, (size_t)st->valcap * sizeof *np, (size_t)nc * sizeof *np);
-        if (!np)
-            return AG_OOM(st->ctx);
-        st->pv = np;
-        st->valcap = nc;
-    }
-    st->pv[st->nval] = (prov){n, idx, what};
-    *out = st->nval++;
-    return AG_OK;
+    prov p = {n, idx, what};
+    *out = st->vals.len;
+    return ag_vec_push(st->ctx, &st->vals, sizeof p, &p) == AG_OK ? AG_OK : AG_OOM(st->ctx);
 }
 
 static ag_status new_cell(vs *st, uint32_t value, uint32_t *out)
 {
-    if (st->ncell == st->cellcap) {
-        uint32_t nc = st->cellcap ? 2 * st->cellcap : 1024;
-        uint32_t *np = ag_realloc(st->ctx, st->cur, (size_t)st->cellcap * sizeof *np, (size_t)nc * sizeof *np);
-        if (!np)
-            return AG_OOM(st->ctx);
-        st->cur = np;
-        st->cellcap = nc;
-    }
-    st->cur[st->ncell] = value;
-    *out = st->ncell++;
-    return AG_OK;
+    *out = st->cur.len;
+    return ag_vec_push(st->ctx, &st->cur, sizeof value, &value) == AG_OK ? AG_OK : AG_OOM(st->ctx);
 }
 
 /* ---- messages ---- */
@@ -144,7 +125,7 @@ static void anchor_text(vs *st, char *buf, size_t len, ag_node_id n, bool input,
 
 static void prov_text(vs *st, char *anchor, size_t alen, char *what, size_t wlen, uint32_t v)
 {
-    const prov *p = &st->pv[v];
+    const prov *p = &AG_VEC_AT(st->vals, prov, v);
     const ag_graph *g = st->g;
     anchor[0] = '\0';
     switch (p->what) {
@@ -213,7 +194,7 @@ static ag_status check_read(vs *st, uint32_t src, const char *reader, const char
 {
     if (!has_bytes(st, src) || st->cell[src] == NONE32)
         return AG_OK;
-    uint32_t want = st->cur[st->cell[src]], found = 0;
+    uint32_t want = AG_VEC_AT(st->cur, uint32_t, st->cell[src]), found = 0;
     if (ag_shadow_find_other(&st->sh, st->seg_a[src], st->seg_b[src], want, &found) == NONE32)
         return AG_OK;
     char wa[160], ww[256], ea[160], ew[256], text[900];
@@ -320,7 +301,7 @@ static ag_status check_atomic(vs *st, ag_node_id n)
             continue;
         }
         uint32_t v0 = ag_shadow_get(&st->sh, st->seg_a[out]), found = 0;
-        bool zero = st->pv[v0].what == P_CLEAN || st->pv[v0].what == P_SELFCLEAN;
+        bool zero = AG_VEC_AT(st->vals, prov, v0).what == P_CLEAN || AG_VEC_AT(st->vals, prov, v0).what == P_SELFCLEAN;
         if (zero && ag_shadow_find_other(&st->sh, st->seg_a[out], st->seg_b[out], v0, &found) == NONE32)
             continue;
         if (zero)
@@ -361,7 +342,7 @@ static ag_status exec_plain(vs *st, ag_node_id n)
         AG_TRY(new_value(st, n, i, acc == AG_ACC_WRITEABLE ? P_WRITE : P_GARBAGE, &v));
         stamp(st, src, v);
         if (acc == AG_ACC_WRITEABLE && st->cell[src] != NONE32)
-            st->cur[st->cell[src]] = v;
+            AG_VEC_AT(st->cur, uint32_t, st->cell[src]) = v;
     }
     for (uint32_t o = 0; o < nout && !st->stop; o++) {
         uint32_t out = st->out_base[n] + o;
@@ -573,8 +554,8 @@ static ag_status run_schedule(vs *st, uint32_t index)
     st->rng = st->seed ^ (UINT64_C(0xd1b54a32d192ed03) * ((uint64_t)index + 1));
     st->stop = false;
     st->choice = 0;
-    st->ncell = 0;
-    st->nval = 0;
+    st->cur.len = 0;
+    st->vals.len = 0;
     uint32_t v0 = 0;
     AG_TRY(new_value(st, AG_NONE, 0, P_NONE, &v0));
     ag_shadow_reset(&st->sh, v0);
@@ -1353,8 +1334,8 @@ ag_status ag_verify_execute(ag_ctx *ctx, const ag_graph *g, const ag_ops *ops, c
     if (s == AG_OK)
         s = execute(&st);
     ag_shadow_free(&st.sh);
-    ag_free(ctx, st.cur, (size_t)st.cellcap * sizeof *st.cur);
-    ag_free(ctx, st.pv, (size_t)st.valcap * sizeof *st.pv);
+    ag_vec_free(ctx, &st.cur, sizeof(uint32_t));
+    ag_vec_free(ctx, &st.vals, sizeof(prov));
     ag_arena_reset(&st.arena);
     ag_ops_destroy(own);
     return s;
