@@ -135,6 +135,31 @@ ag_status ag_pend_grow(ag_memalloc *a, uint32_t stream)
     return AG_OK;
 }
 
+void ag_pend_record(ag_memalloc *a, uint32_t u, ag_block *b, ag_status *first)
+{
+    ag_astream *s = &a->st[u];
+    ag_dev_event *ev = a->spare_ev[--a->nspare_ev];
+    /* the mark before the record: it never claims more than the event covers */
+    uint64_t mark = ag_hb_mark(a, u);
+    ag_status st = ag_dev_event_record(a->dev, ev, a->streams[u]);
+    if (st != AG_OK) {
+        /* the block stays counted: it can only be recycled otherwise */
+        a->spare_ev[a->nspare_ev++] = ev;
+        if (*first == AG_OK) {
+            ag_dev_note(a);
+            *first = AG_ERR(a->ctx, st, "stream %u: recording the event of a deferred free: %s", u, a->devmsg);
+        }
+        return;
+    }
+    ag_bpend *p = &s->pend[s->npend++];
+    p->ev = ev;
+    p->blk = b;
+    p->version = b->version;
+    p->mark = mark;
+    p->seq = ++s->ev_seq;
+    a->npend++;
+}
+
 /* The spare array has a slot for every event ever made, so that putting
  * one back never allocates. */
 ag_status ag_ev_grow(ag_memalloc *a, uint32_t stream, uint32_t need)
@@ -189,28 +214,8 @@ ag_status ag_base_free(ag_memalloc *a, ag_block *b, uint32_t stream)
         if (ag_mif_is_set(b->mif, a->w, 0, u))
             b->events++;
     ag_status first = AG_OK;
-    for (uint32_t u = 0; u < a->n; u++) {
-        if (!ag_mif_is_set(b->mif, a->w, 0, u))
-            continue;
-        ag_astream *s = &a->st[u];
-        ag_dev_event *ev = a->spare_ev[--a->nspare_ev];
-        uint64_t mark = ag_hb_mark(a, u); /* before the record: never claims more */
-        ag_status st = ag_dev_event_record(a->dev, ev, a->streams[u]);
-        if (st != AG_OK) {
-            a->spare_ev[a->nspare_ev++] = ev;
-            if (first == AG_OK) {
-                ag_dev_note(a);
-                first = AG_ERR(a->ctx, st, "stream %u: recording the event of a deferred free: %s", u, a->devmsg);
-            }
-            continue;
-        }
-        s->pend[s->npend].ev = ev;
-        s->pend[s->npend].blk = b;
-        s->pend[s->npend].version = b->version;
-        s->pend[s->npend].mark = mark;
-        s->pend[s->npend].seq = ++s->ev_seq;
-        s->npend++;
-        a->npend++;
-    }
+    for (uint32_t u = 0; u < a->n; u++)
+        if (ag_mif_is_set(b->mif, a->w, 0, u))
+            ag_pend_record(a, u, b, &first);
     return first;
 }

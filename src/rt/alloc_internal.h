@@ -416,6 +416,10 @@ ag_status ag_base_free(ag_memalloc *a, ag_block *b, uint32_t stream);
  * same way, as a fallback to the notices its event edges carry. */
 ag_status ag_base_poll(ag_memalloc *a, bool block);
 void ag_base_release_events(ag_memalloc *a);
+/* Records a deferred-free event for b on stream u and queues it (room for
+ * the event and the entry was reserved by the caller); on a device failure
+ * the first one is raised into *first and b stays counted for u. */
+void ag_pend_record(ag_memalloc *a, uint32_t u, ag_block *b, ag_status *first);
 
 /* Bookkeeping shared by both modes: a block handed out; its last user gone
  * (pending: not yet reusable); recycled after having been pending. */

@@ -149,29 +149,8 @@ static ag_status defer_free(ag_memalloc *a, ag_block *b, uint32_t nusers)
     const uint64_t *any = b->mif + (size_t)a->n * a->w;
     b->events = nusers;
     ag_status first = AG_OK;
-    for (uint32_t u = ag_mif_next(any, a->w, 0); u < a->n; u = ag_mif_next(any, a->w, u + 1u)) {
-        ag_astream *s = &a->st[u];
-        ag_dev_event *ev = a->spare_ev[--a->nspare_ev];
-        /* the mark before the record: it never claims more than the event covers */
-        uint64_t mark = ag_hb_mark(a, u);
-        ag_status st = ag_dev_event_record(a->dev, ev, a->streams[u]);
-        if (st != AG_OK) {
-            /* the block stays counted: it can only be recycled by notices */
-            a->spare_ev[a->nspare_ev++] = ev;
-            if (first == AG_OK) {
-                ag_dev_note(a);
-                first = AG_ERR(a->ctx, st, "stream %u: recording the event of a deferred free: %s", u, a->devmsg);
-            }
-            continue;
-        }
-        ag_bpend *p = &s->pend[s->npend++];
-        p->ev = ev;
-        p->blk = b;
-        p->version = b->version;
-        p->mark = mark;
-        p->seq = ++s->ev_seq;
-        a->npend++;
-    }
+    for (uint32_t u = ag_mif_next(any, a->w, 0); u < a->n; u = ag_mif_next(any, a->w, u + 1u))
+        ag_pend_record(a, u, b, &first);
     return first;
 }
 
