@@ -44,8 +44,9 @@ static ag_status failing_kernel(void *arg)
 }
 
 /* Counts a call of entry e; returns true when the call must not go on, with
- * *st set.  s is the stream the call enqueues on (NULL for other entries). */
-static bool inject(fault_dev *w, ag_dev_entry e, ag_dev_stream *s, ag_status *st)
+ * *st set.  s is the stream the call enqueues on (NULL for other entries);
+ * *deferred: a failing kernel went ahead of the call on s. */
+static bool inject(fault_dev *w, ag_dev_entry e, ag_dev_stream *s, ag_status *st, bool *deferred)
 {
     ag_dev_fault *f = w->f;
     pthread_mutex_lock(&w->mu);
@@ -67,6 +68,7 @@ static bool inject(fault_dev *w, ag_dev_entry e, ag_dev_stream *s, ag_status *st
          * the ordering the call promised (an event record or wait) is kept:
          * everything behind the fault is dropped, nothing races past it. */
         *st = ag_dev_launch(w->inner, s, failing_kernel, NULL, deferred_names[e]);
+        *deferred = *st == AG_OK;
         return *st != AG_OK;
     }
     if (mode == AG_FAULT_POISON)
@@ -76,12 +78,26 @@ static bool inject(fault_dev *w, ag_dev_entry e, ag_dev_stream *s, ag_status *st
     return true;
 }
 
-#define INJECT(w, e, s)                    \
-    do {                                   \
-        ag_status inj_st_;                 \
-        if (inject((w), (e), (s), &inj_st_)) \
-            return inj_st_;                \
+#define INJECT(w, e, s)                                  \
+    bool deferred_ = false;                              \
+    do {                                                 \
+        ag_status inj_st_;                               \
+        if (inject((w), (e), (s), &inj_st_, &deferred_)) \
+            return inj_st_;                              \
     } while (0)
+
+/* The call behind a deferred fault was accepted before the failure: should
+ * the failing kernel already have run and poisoned the device, the refusal
+ * is that failure, which the next synchronisation reports, not this call's
+ * (everything behind the fault is dropped either way). */
+static ag_status settle(fault_dev *w, bool deferred, ag_status st)
+{
+    if (st != AG_OK && deferred && ag_dev_device_state(w->inner, NULL) == AG_DEV_POISONED) {
+        ag_ctx_clear_error(w->ctx);
+        return AG_OK;
+    }
+    return st;
+}
 
 static void fault_destroy(void *impl)
 {
@@ -94,6 +110,7 @@ static ag_status fault_mem_alloc(void *impl, ag_mem_type type, size_t bytes, siz
 {
     fault_dev *w = impl;
     INJECT(w, AG_DEV_E_MEM_ALLOC, NULL);
+    (void)deferred_;
     return ag_dev_mem_alloc(w->inner, type, bytes, align, out);
 }
 
@@ -108,21 +125,21 @@ static ag_status fault_memcpy_async(void *impl, ag_dev_copy_kind kind, void *dst
 {
     fault_dev *w = impl;
     INJECT(w, AG_DEV_E_MEMCPY, s);
-    return ag_dev_memcpy_async(w->inner, kind, dst, src, n, s);
+    return settle(w, deferred_, ag_dev_memcpy_async(w->inner, kind, dst, src, n, s));
 }
 
 static ag_status fault_memset_async(void *impl, void *dst, int value, size_t n, ag_dev_stream *s)
 {
     fault_dev *w = impl;
     INJECT(w, AG_DEV_E_MEMSET, s);
-    return ag_dev_memset_async(w->inner, dst, value, n, s);
+    return settle(w, deferred_, ag_dev_memset_async(w->inner, dst, value, n, s));
 }
 
 static ag_status fault_launch(void *impl, ag_dev_stream *s, ag_dev_kernel_fn fn, void *arg, const char *name)
 {
     fault_dev *w = impl;
     INJECT(w, AG_DEV_E_LAUNCH, s);
-    return ag_dev_launch(w->inner, s, fn, arg, name);
+    return settle(w, deferred_, ag_dev_launch(w->inner, s, fn, arg, name));
 }
 
 /* Counted as a launch: to a fault plan, both forms are one kind of call. */
@@ -131,13 +148,14 @@ static ag_status fault_launch_copy(void *impl, ag_dev_stream *s, ag_dev_kernel_f
 {
     fault_dev *w = impl;
     INJECT(w, AG_DEV_E_LAUNCH, s);
-    return ag_dev_launch_copy(w->inner, s, fn, args, n, name);
+    return settle(w, deferred_, ag_dev_launch_copy(w->inner, s, fn, args, n, name));
 }
 
 static ag_status fault_stream_create(void *impl, ag_dev_stream **out)
 {
     fault_dev *w = impl;
     INJECT(w, AG_DEV_E_STREAM_CREATE, NULL);
+    (void)deferred_;
     return ag_dev_stream_create(w->inner, out);
 }
 
@@ -151,6 +169,7 @@ static ag_status fault_stream_synchronize(void *impl, ag_dev_stream *s)
 {
     fault_dev *w = impl;
     INJECT(w, AG_DEV_E_STREAM_SYNC, NULL);
+    (void)deferred_;
     return ag_dev_stream_synchronize(w->inner, s);
 }
 
@@ -158,6 +177,7 @@ static ag_status fault_event_create(void *impl, ag_dev_event **out)
 {
     fault_dev *w = impl;
     INJECT(w, AG_DEV_E_EVENT_CREATE, NULL);
+    (void)deferred_;
     return ag_dev_event_create(w->inner, out);
 }
 
@@ -171,20 +191,21 @@ static ag_status fault_event_record(void *impl, ag_dev_event *e, ag_dev_stream *
 {
     fault_dev *w = impl;
     INJECT(w, AG_DEV_E_EVENT_RECORD, s);
-    return ag_dev_event_record(w->inner, e, s);
+    return settle(w, deferred_, ag_dev_event_record(w->inner, e, s));
 }
 
 static ag_status fault_stream_wait_event(void *impl, ag_dev_stream *s, ag_dev_event *e)
 {
     fault_dev *w = impl;
     INJECT(w, AG_DEV_E_STREAM_WAIT, s);
-    return ag_dev_stream_wait_event(w->inner, s, e);
+    return settle(w, deferred_, ag_dev_stream_wait_event(w->inner, s, e));
 }
 
 static ag_status fault_event_query(void *impl, ag_dev_event *e, bool *done)
 {
     fault_dev *w = impl;
     INJECT(w, AG_DEV_E_EVENT_QUERY, NULL);
+    (void)deferred_;
     return ag_dev_event_query(w->inner, e, done);
 }
 
@@ -192,6 +213,7 @@ static ag_status fault_event_synchronize(void *impl, ag_dev_event *e)
 {
     fault_dev *w = impl;
     INJECT(w, AG_DEV_E_EVENT_SYNC, NULL);
+    (void)deferred_;
     return ag_dev_event_synchronize(w->inner, e);
 }
 
@@ -199,6 +221,7 @@ static ag_status fault_capture_begin(void *impl, ag_dev_stream *s)
 {
     fault_dev *w = impl;
     INJECT(w, AG_DEV_E_CAPTURE_BEGIN, NULL);
+    (void)deferred_;
     return ag_dev_capture_begin(w->inner, s);
 }
 
@@ -206,6 +229,7 @@ static ag_status fault_capture_end(void *impl, ag_dev_stream *s, ag_dev_graph **
 {
     fault_dev *w = impl;
     INJECT(w, AG_DEV_E_CAPTURE_END, NULL);
+    (void)deferred_;
     return ag_dev_capture_end(w->inner, s, out);
 }
 
@@ -213,7 +237,7 @@ static ag_status fault_graph_launch(void *impl, ag_dev_graph *g, ag_dev_stream *
 {
     fault_dev *w = impl;
     INJECT(w, AG_DEV_E_GRAPH_LAUNCH, s);
-    return ag_dev_graph_launch(w->inner, g, s);
+    return settle(w, deferred_, ag_dev_graph_launch(w->inner, g, s));
 }
 
 static void fault_graph_destroy(void *impl, ag_dev_graph *g)
@@ -226,6 +250,7 @@ static ag_status fault_synchronize(void *impl)
 {
     fault_dev *w = impl;
     INJECT(w, AG_DEV_E_SYNC, NULL);
+    (void)deferred_;
     return ag_dev_synchronize(w->inner);
 }
 
