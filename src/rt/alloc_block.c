@@ -176,7 +176,10 @@ static void lrec_compact(ag_memalloc *a, uint32_t stream)
     uint32_t out = 0;
     for (uint32_t k = 0; k < s->nlrec; k++) {
         s->lrec[k].kept = out;
-        out += k >= lo && ag_lrec_live(&s->lrec[k]);
+        bool live = ag_lrec_live(&s->lrec[k]);
+        if (live && k < lo)
+            ag_lr_count(s->lrec[k].blk, stream, -1); /* sent everywhere: dropped */
+        out += k >= lo && live;
     }
     for (uint32_t d = 0; d < a->n; d++)
         s->cursor[d] = s->cursor[d] < s->nlrec ? s->lrec[s->cursor[d]].kept : out;
@@ -185,6 +188,14 @@ static void lrec_compact(ag_memalloc *a, uint32_t stream)
         if (s->lrec[k].blk)
             s->lrec[out++] = s->lrec[k];
     s->nlrec = out;
+    s->nlive = out; /* exact again, uncounted entries included */
+}
+
+void ag_lrec_reset(ag_memalloc *a, uint32_t stream)
+{
+    ag_astream *s = &a->st[stream];
+    s->nlrec = 0;
+    memset(s->cursor, 0, (size_t)a->n * sizeof *s->cursor);
 }
 
 ag_status ag_lrec_grow(ag_memalloc *a, uint32_t stream)

@@ -159,6 +159,7 @@ void ag_mif_merge_since(uint64_t *mif, uint32_t n, uint32_t dst, const uint64_t 
                         uint32_t since);
 
 /* ---- block objects ---- */
+#define AG_LR_SLOTS 3u
 enum { AG_BLK_FREE = 0, AG_BLK_LIVE, AG_BLK_BORROWED, AG_BLK_TRANSIT };
 enum { AG_POOL_SMALL = 0, AG_POOL_LARGE = 1 };
 
@@ -176,6 +177,14 @@ struct ag_block {
     uint32_t events;  /* baseline: outstanding events */
     uint8_t pool, state;
     bool shared; /* MIF materialised (another stream used it since allocation) */
+    /* Local-recycle entries naming this version of the block: how many in
+     * the list of each of up to AG_LR_SLOTS streams; lr_over: entries of
+     * further streams, not counted here (their lists count them until the
+     * next compaction). */
+    uint8_t lr_used;
+    bool lr_over;
+    uint32_t lr_stream[AG_LR_SLOTS];
+    uint32_t lr_count[AG_LR_SLOTS];
     struct ag_block *all_next;          /* every block object, for destroy */
     struct ag_block *link;              /* object pool free list */
     struct ag_block *bs_prev, *bs_next; /* borrow: size bin list */
@@ -249,6 +258,9 @@ typedef struct ag_astream {
     /* what most operations touch first, together */
     ag_lrec *lrec;
     uint32_t nlrec, caplrec;
+    /* At least the entries still live (0: every entry is stale, so sends
+     * skip the list and the next release starts it afresh). */
+    uint32_t nlive;
     uint32_t *cursor; /* per destination: entries before it were sent there */
     ag_bpend *pend;   /* deferred frees, in record order */
     uint32_t npend, cappend, pend_head;
@@ -320,9 +332,36 @@ ag_block *ag_borrow_take(ag_memalloc *a, ag_borrow *br, uint64_t size, uint64_t 
  * entries whose block was recycled since (version changed) and entries
  * already sent to every other stream are dropped), and append. */
 ag_status ag_lrec_grow(ag_memalloc *a, uint32_t stream);
+/* Empties a list none of whose entries is live. */
+void ag_lrec_reset(ag_memalloc *a, uint32_t stream);
 static inline ag_status ag_lrec_reserve(ag_memalloc *a, uint32_t stream)
 {
-    return a->st[stream].nlrec < a->st[stream].caplrec ? AG_OK : ag_lrec_grow(a, stream);
+    ag_astream *s = &a->st[stream];
+    if (s->nlive == 0 && s->nlrec)
+        ag_lrec_reset(a, stream);
+    return s->nlrec < s->caplrec ? AG_OK : ag_lrec_grow(a, stream);
+}
+/* Counts delta entries of stream's list for b (an entry dropped: -1). */
+static inline void ag_lr_count(ag_block *b, uint32_t stream, int delta)
+{
+    for (uint32_t k = 0; k < b->lr_used; k++)
+        if (b->lr_stream[k] == stream) {
+            b->lr_count[k] += (uint32_t)delta;
+            if (b->lr_count[k] == 0) {
+                b->lr_used--;
+                b->lr_stream[k] = b->lr_stream[b->lr_used];
+                b->lr_count[k] = b->lr_count[b->lr_used];
+            }
+            return;
+        }
+    if (delta < 0)
+        return; /* an uncounted entry: its list keeps counting it */
+    if (b->lr_used < AG_LR_SLOTS) {
+        b->lr_stream[b->lr_used] = stream;
+        b->lr_count[b->lr_used++] = 1;
+    } else {
+        b->lr_over = true;
+    }
 }
 static inline void ag_lrec_append(ag_memalloc *a, uint32_t stream, ag_block *b)
 {
@@ -331,7 +370,17 @@ static inline void ag_lrec_append(ag_memalloc *a, uint32_t stream, ag_block *b)
     ag_lrec *e = &s->lrec[s->nlrec++];
     e->blk = b;
     e->version = b->version;
+    s->nlive++;
+    ag_lr_count(b, stream, 1);
     a->s.local_recycles++;
+}
+/* b's version moves on: every entry naming it is stale now. */
+static inline void ag_lrec_forget(ag_memalloc *a, ag_block *b)
+{
+    for (uint32_t k = 0; k < b->lr_used; k++)
+        a->st[b->lr_stream[k]].nlive -= b->lr_count[k];
+    b->lr_used = 0;
+    b->lr_over = false;
 }
 /* Whether the entry's block is still the one released (not recycled since);
  * a stale entry is cleared so that later scans skip it unread. */

@@ -8,6 +8,7 @@
 
 void ag_birth_recycle(ag_memalloc *a, ag_block *b)
 {
+    ag_lrec_forget(a, b);
     b->version++;
     a->s.birth_recycles++;
     if (ag_recent_put(a, b))
@@ -20,6 +21,7 @@ void ag_birth_recycle(ag_memalloc *a, ag_block *b)
  * recycle); it goes home with the next send from stream to its birth. */
 static void borrow_recycle(ag_memalloc *a, ag_block *b, uint32_t stream)
 {
+    ag_lrec_forget(a, b);
     b->version++;
     if (b->shared)
         memset(b->mif, 0, (size_t)a->n * a->w * sizeof(uint64_t));
@@ -288,7 +290,7 @@ ag_status ag_multi_send(ag_memalloc *a, uint32_t src, uint32_t dst)
     ag_astream *s = &a->st[src];
     /* The entries since the last send to dst (an upper bound: some may
      * name recycled blocks). */
-    uint32_t from = s->cursor[dst];
+    uint32_t from = s->nlive ? s->cursor[dst] : s->nlrec;
     if (from < s->nlrec)
         AG_TRY(chan_reserve(a, c, s->nlrec - from));
     ag_status st = ag_dev_event_record(a->dev, c->ev, a->streams[src]);
@@ -393,7 +395,7 @@ ag_status ag_multi_clean(ag_memalloc *a)
     /* Local-recycle entries: the birth stream learns from every stream. */
     for (uint32_t s = 0; s < a->n; s++) {
         ag_astream *as = &a->st[s];
-        for (uint32_t k = 0; k < as->nlrec; k++) {
+        for (uint32_t k = 0; as->nlive && k < as->nlrec; k++) {
             if (!ag_lrec_live(&as->lrec[k]))
                 continue;
             ag_block *b = as->lrec[k].blk;
@@ -405,8 +407,17 @@ ag_status ag_multi_clean(ag_memalloc *a)
                 ag_birth_recycle(a, b);
             }
         }
-        as->nlrec = 0;
-        memset(as->cursor, 0, (size_t)a->n * sizeof *as->cursor);
+    }
+    /* The lists start afresh: blocks still in use forget their entries. */
+    for (uint32_t s = 0; s < a->n; s++) {
+        ag_astream *as = &a->st[s];
+        for (uint32_t k = 0; as->nlive && k < as->nlrec; k++)
+            if (ag_lrec_live(&as->lrec[k])) {
+                as->lrec[k].blk->lr_used = 0;
+                as->lrec[k].blk->lr_over = false;
+            }
+        as->nlive = 0;
+        ag_lrec_reset(a, s);
     }
     /* Deferred frees: every event has completed. */
     AG_TRY(ag_base_poll(a, true));

@@ -482,6 +482,82 @@ static void test_fanout_stale(void **state)
     fix_close(&f);
 }
 
+/* Each list counts its live entries, so that a send skips a list whose
+ * entries are all stale; a recycle uncounts them.  A block released on
+ * more streams than it has counting slots stays counted in the lists of
+ * the extra streams (never fewer than the live entries). */
+static void test_live_entries(void **state)
+{
+    (void)state;
+    fix f;
+    fix_open(&f, 5, AG_ALLOC_MULTI, 0);
+    atomic_int open = 0;
+    for (uint32_t k = 0; k < 5; k++) /* no fallback may recycle behind the test's back */
+        assert_int_equal(ag_dev_launch(f.dev, f.s[k], gate_kernel, &open, "gate"), AG_OK);
+    ag_block *b = xmalloc(&f, 0, 4096);
+    assert_int_equal(ag_alloc_access(f.a, b, 1), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, b, 1), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, b, 0), AG_OK);
+    assert_int_equal(f.a->st[1].nlive, 1);
+    assert_int_equal(f.a->st[0].nlive, 1);
+    /* 1 learns 0 is done and recycles it: both entries are stale now */
+    assert_int_equal(ag_alloc_send(f.a, 0, 1), AG_OK);
+    assert_int_equal(ag_alloc_wait(f.a, 1, 0), AG_OK);
+    assert_int_equal(stats(f.a).borrow_recycles, 1);
+    assert_int_equal(f.a->st[1].nlive, 0);
+    assert_int_equal(f.a->st[0].nlive, 0);
+    uint64_t sent = stats(f.a).notices_sent;
+    assert_int_equal(ag_alloc_send(f.a, 1, 2), AG_OK);
+    assert_int_equal(stats(f.a).notices_sent, sent);
+    /* a new release on 1 is sent, the stale one is not */
+    ag_block *c = xmalloc(&f, 0, 8192);
+    assert_int_equal(ag_alloc_access(f.a, c, 1), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, c, 0), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, c, 1), AG_OK);
+    assert_int_equal(f.a->st[1].nlive, 1);
+    assert_int_equal(ag_alloc_send(f.a, 1, 0), AG_OK);
+    assert_int_equal(stats(f.a).notices_sent, sent + 1);
+    assert_int_equal(ag_alloc_wait(f.a, 0, 1), AG_OK);
+    ag_alloc_stats st = stats(f.a);
+    assert_int_equal(st.returned_home, 1); /* b, borrowed by 1, went home with the event */
+    assert_int_equal(st.birth_recycles, 2);
+    assert_int_equal(f.a->st[1].nlive, 0);
+    /* five streams release d: the first three are counted on the block,
+     * 4 and 0 only in their own lists, which count the entry until their
+     * next compaction (a stale entry there is scanned, never sent) */
+    ag_block *d = xmalloc(&f, 0, 2048);
+    for (uint32_t k = 1; k < 5; k++)
+        assert_int_equal(ag_alloc_access(f.a, d, k), AG_OK);
+    for (uint32_t k = 1; k < 5; k++)
+        assert_int_equal(ag_alloc_free(f.a, d, k), AG_OK);
+    assert_int_equal(d->lr_used, 3);
+    assert_true(d->lr_over);
+    assert_int_equal(ag_alloc_free(f.a, d, 0), AG_OK);
+    sent = stats(f.a).notices_sent;
+    for (uint32_t k = 1; k < 5; k++) {
+        assert_int_equal(ag_alloc_send(f.a, k, 0), AG_OK);
+        assert_int_equal(ag_alloc_wait(f.a, 0, k), AG_OK);
+    }
+    st = stats(f.a);
+    assert_int_equal(st.notices_sent, sent + 4);
+    assert_int_equal(st.birth_recycles, 3); /* 0 learnt that every user is done */
+    assert_int_equal(st.pending, 0);
+    for (uint32_t k = 1; k < 4; k++)
+        assert_int_equal(f.a->st[k].nlive, 0);
+    assert_int_equal(f.a->st[4].nlive, 1);
+    assert_int_equal(f.a->st[0].nlive, 1);
+    assert_int_equal(ag_alloc_send(f.a, 4, 1), AG_OK);
+    assert_int_equal(stats(f.a).notices_sent, sent + 4);
+    atomic_store(&open, 1);
+    /* the final clean starts every list afresh */
+    assert_int_equal(ag_alloc_sync(f.a, AG_SYNC_CLEAN), AG_OK);
+    for (uint32_t k = 0; k < 5; k++) {
+        assert_int_equal(f.a->st[k].nlive, 0);
+        assert_int_equal(f.a->st[k].nlrec, 0);
+    }
+    fix_close(&f);
+}
+
 /* Puts a block of size on stream 1's borrow allocator (born on 0). */
 /* A notice carries its sender's view at the send; a stream that starts
  * using the block after that send is not in the view, yet has not
@@ -910,6 +986,7 @@ int main(void)
         cmocka_unit_test(test_region_move_seen),
         cmocka_unit_test(test_local_then_birth),
         cmocka_unit_test(test_fanout_stale),
+        cmocka_unit_test(test_live_entries),
         cmocka_unit_test(test_join_after_send),
         cmocka_unit_test(test_borrow_larger_then_again),
         cmocka_unit_test(test_streams_256),
