@@ -135,13 +135,18 @@ ag_status ag_pend_grow(ag_memalloc *a, uint32_t stream)
     return AG_OK;
 }
 
-void ag_pend_record(ag_memalloc *a, uint32_t u, ag_block *b, ag_status *first)
+bool ag_pend_record(ag_memalloc *a, uint32_t u, ag_block *b, bool query, ag_status *first)
 {
     ag_astream *s = &a->st[u];
     ag_dev_event *ev = a->spare_ev[--a->nspare_ev];
     /* the mark before the record: it never claims more than the event covers */
     uint64_t mark = ag_hb_mark(a, u);
     ag_status st = ag_dev_event_record(a->dev, ev, a->streams[u]);
+    bool done = false;
+    if (st == AG_OK && query) {
+        st = ag_dev_event_query(a->dev, ev, &done);
+        a->s.event_polls++;
+    }
     if (st != AG_OK) {
         /* the block stays counted: it can only be recycled otherwise */
         a->spare_ev[a->nspare_ev++] = ev;
@@ -149,7 +154,14 @@ void ag_pend_record(ag_memalloc *a, uint32_t u, ag_block *b, ag_status *first)
             ag_dev_note(a);
             *first = AG_ERR(a->ctx, st, "stream %u: recording the event of a deferred free: %s", u, a->devmsg);
         }
-        return;
+        return false;
+    }
+    if (done) {
+        /* u was idle: the host has seen the point, as a poll would */
+        a->spare_ev[a->nspare_ev++] = ev;
+        ag_hb_join(a, UINT32_MAX, mark);
+        s->ev_done = ++s->ev_seq;
+        return true;
     }
     ag_bpend *p = &s->pend[s->npend++];
     p->ev = ev;
@@ -158,6 +170,7 @@ void ag_pend_record(ag_memalloc *a, uint32_t u, ag_block *b, ag_status *first)
     p->mark = mark;
     p->seq = ++s->ev_seq;
     a->npend++;
+    return false;
 }
 
 /* The spare array has a slot for every event ever made, so that putting
@@ -216,6 +229,6 @@ ag_status ag_base_free(ag_memalloc *a, ag_block *b, uint32_t stream)
     ag_status first = AG_OK;
     for (uint32_t u = 0; u < a->n; u++)
         if (ag_mif_is_set(b->mif, a->w, 0, u))
-            ag_pend_record(a, u, b, &first);
+            ag_pend_record(a, u, b, false, &first);
     return first;
 }

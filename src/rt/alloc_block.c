@@ -171,8 +171,8 @@ static void lrec_compact(ag_memalloc *a, uint32_t stream)
     ag_astream *s = &a->st[stream];
     uint32_t lo = s->nlrec;
     for (uint32_t d = 0; d < a->n; d++)
-        if (d != stream && s->cursor[d] < lo)
-            lo = s->cursor[d];
+        if (d != stream && ag_lrec_cursor(s, d) < lo)
+            lo = ag_lrec_cursor(s, d);
     uint32_t out = 0;
     for (uint32_t k = 0; k < s->nlrec; k++) {
         s->lrec[k].kept = out;
@@ -181,21 +181,16 @@ static void lrec_compact(ag_memalloc *a, uint32_t stream)
             ag_lr_count(s->lrec[k].blk, stream, -1); /* sent everywhere: dropped */
         out += k >= lo && live;
     }
-    for (uint32_t d = 0; d < a->n; d++)
-        s->cursor[d] = s->cursor[d] < s->nlrec ? s->lrec[s->cursor[d]].kept : out;
+    for (uint32_t d = 0; d < a->n; d++) {
+        uint32_t c = ag_lrec_cursor(s, d);
+        ag_lrec_set_cursor(s, d, c < s->nlrec ? s->lrec[c].kept : out);
+    }
     out = 0;
     for (uint32_t k = lo; k < s->nlrec; k++)
         if (s->lrec[k].blk)
             s->lrec[out++] = s->lrec[k];
     s->nlrec = out;
     s->nlive = out; /* exact again, uncounted entries included */
-}
-
-void ag_lrec_reset(ag_memalloc *a, uint32_t stream)
-{
-    ag_astream *s = &a->st[stream];
-    s->nlrec = 0;
-    memset(s->cursor, 0, (size_t)a->n * sizeof *s->cursor);
 }
 
 ag_status ag_lrec_grow(ag_memalloc *a, uint32_t stream)

@@ -112,6 +112,10 @@ ag_span *ag_heap_put(ag_heap *h, ag_span *s);
 /* Takes a wholly free region out of the heap without releasing it (s is
  * its only span, free); returns its cookie. */
 void *ag_heap_detach(ag_heap *h, ag_span *s);
+/* Moves the wholly free region of span s (in another heap sharing the
+ * whole set) into to, record and backing alike, and takes its first size
+ * bytes; to must have room reserved (ag_heap_reserve). */
+ag_span *ag_heap_adopt(ag_heap *to, ag_span *s, uint64_t size);
 /* Returns every wholly free region to the backing; bytes returned. */
 uint64_t ag_heap_trim(ag_heap *h);
 /* Free bytes in the heap. */
@@ -135,19 +139,12 @@ static inline bool ag_mif_is_set(const uint64_t *mif, uint32_t w, uint32_t m, ui
 {
     return (mif[(size_t)m * w + s / 64u] >> (s % 64u)) & 1u;
 }
-/* The first stream at or after from whose bit is set in a row of W words
- * (the rows hold bits for W * 64 streams); W * 64 when none. */
-static inline uint32_t ag_mif_next(const uint64_t *row, uint32_t w, uint32_t from)
-{
-    for (uint32_t k = from / 64u; k < w; k++) {
-        uint64_t word = row[k];
-        if (k == from / 64u)
-            word &= ~UINT64_C(0) << (from % 64u);
-        if (word)
-            return k * 64u + (uint32_t)__builtin_ctzll(word);
-    }
-    return w * 64u;
-}
+/* Runs the statement after it with u set to each stream of row (w words),
+ * lowest first: AG_MIF_EACH(row, w, u) { ... } */
+#define AG_MIF_EACH(row, w, u)                                                                              \
+    for (uint32_t ag_k_ = 0; ag_k_ < (w); ag_k_++)                                                          \
+        for (uint64_t ag_m_ = (row)[ag_k_]; ag_m_ && ((u) = ag_k_ * 64u + (uint32_t)__builtin_ctzll(ag_m_), true); \
+             ag_m_ &= ag_m_ - 1u)
 void ag_mif_set_all_observers(uint64_t *mif, uint32_t n, uint32_t s);
 bool ag_mif_any_set(const uint64_t *mif, uint32_t w, uint32_t m);
 /* Row dst &= row (dst learns what src has learnt to be released). */
@@ -261,7 +258,10 @@ typedef struct ag_astream {
     /* At least the entries still live (0: every entry is stale, so sends
      * skip the list and the next release starts it afresh). */
     uint32_t nlive;
-    uint32_t *cursor; /* per destination: entries before it were sent there */
+    /* per destination: entries before it were sent there (the low half;
+     * the high half is the list generation it belongs to, older = 0) */
+    uint64_t *cursor;
+    uint32_t lgen; /* bumped whenever the list starts afresh */
     ag_bpend *pend;   /* deferred frees, in record order */
     uint32_t npend, cappend, pend_head;
     /* Ordering epochs: ev_seq counts the points of this stream the host may
@@ -293,6 +293,7 @@ struct ag_memalloc {
     uint64_t npend;  /* deferred-free entries queued over every stream */
     uint32_t grow_stream; /* the stream whose pool is growing (region moves) */
     ag_heap *grow_heap;
+    bool steal_tried; /* the growing pool found no region to move: L1 need not look again */
     ag_hb_mark_fn hb_mark;
     ag_hb_join_fn hb_join;
     void *hb_ud;
@@ -332,13 +333,27 @@ ag_block *ag_borrow_take(ag_memalloc *a, ag_borrow *br, uint64_t size, uint64_t 
  * entries whose block was recycled since (version changed) and entries
  * already sent to every other stream are dropped), and append. */
 ag_status ag_lrec_grow(ag_memalloc *a, uint32_t stream);
-/* Empties a list none of whose entries is live. */
-void ag_lrec_reset(ag_memalloc *a, uint32_t stream);
+/* Where destination d's next send starts in the list, and its update. */
+static inline uint32_t ag_lrec_cursor(const ag_astream *s, uint32_t d)
+{
+    uint64_t c = s->cursor[d];
+    return (uint32_t)(c >> 32) == s->lgen ? (uint32_t)c : 0u;
+}
+static inline void ag_lrec_set_cursor(ag_astream *s, uint32_t d, uint32_t pos)
+{
+    s->cursor[d] = (uint64_t)s->lgen << 32 | pos;
+}
+/* Empties the list: every cursor falls back to its start. */
+static inline void ag_lrec_reset(ag_astream *s)
+{
+    s->nlrec = 0;
+    s->lgen++;
+}
 static inline ag_status ag_lrec_reserve(ag_memalloc *a, uint32_t stream)
 {
     ag_astream *s = &a->st[stream];
     if (s->nlive == 0 && s->nlrec)
-        ag_lrec_reset(a, stream);
+        ag_lrec_reset(s); /* none of its entries is live */
     return s->nlrec < s->caplrec ? AG_OK : ag_lrec_grow(a, stream);
 }
 /* Counts delta entries of stream's list for b (an entry dropped: -1). */
@@ -467,8 +482,10 @@ ag_status ag_base_poll(ag_memalloc *a, bool block);
 void ag_base_release_events(ag_memalloc *a);
 /* Records a deferred-free event for b on stream u and queues it (room for
  * the event and the entry was reserved by the caller); on a device failure
- * the first one is raised into *first and b stays counted for u. */
-void ag_pend_record(ag_memalloc *a, uint32_t u, ag_block *b, ag_status *first);
+ * the first one is raised into *first and b stays counted for u.  query:
+ * ask the device at once; true when the event was complete (u idle), in
+ * which case nothing is queued and u's epoch counts as seen. */
+bool ag_pend_record(ag_memalloc *a, uint32_t u, ag_block *b, bool query, ag_status *first);
 
 /* Bookkeeping shared by both modes: a block handed out; its last user gone
  * (pending: not yet reusable); recycled after having been pending. */

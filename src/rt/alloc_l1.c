@@ -94,19 +94,18 @@ static ag_span *steal_pick(ag_memalloc *a, uint64_t size, uint32_t *owner)
     return best;
 }
 
-/* Moves a wholly free region of another pool to the growing one instead of
- * asking the device.  The owner's queued work may still touch it (frees are
+/* A wholly free region of another pool for the growing one instead of
+ * device memory.  The owner's queued work may still touch it (frees are
  * stream ordered): unless the host has seen that work complete, an event
  * recorded on the owner and waited for by the growing stream orders it
- * first, without blocking the host.  Returns the region's L1 span, or NULL
- * (nothing fits, or no event). */
-static ag_span *steal(ag_memalloc *a, uint64_t size)
+ * first, without blocking the host.  Returns its span, still in the
+ * owner's pool, or NULL (nothing fits, or no event). */
+static ag_span *steal_ordered(ag_memalloc *a, uint64_t size)
 {
     uint32_t owner = 0, to = a->grow_stream;
     ag_span *s = steal_pick(a, size, &owner);
     if (!s)
         return NULL;
-    ag_heap *from = s->heap;
     if (owner != to && !region_idle(a, s, owner)) {
         if (ag_ev_reserve(a, owner, 1) != AG_OK) {
             ag_ctx_clear_error(a->ctx);
@@ -124,7 +123,15 @@ static ag_span *steal(ag_memalloc *a, uint64_t size)
         a->s.region_waits++;
     }
     a->s.regions_moved++;
-    return ag_heap_detach(from, s);
+    return s;
+}
+
+/* The same region given up by its pool: its L1 span, for the growing pool
+ * to wrap in a new region record. */
+static ag_span *steal(ag_memalloc *a, uint64_t size)
+{
+    ag_span *s = steal_ordered(a, size);
+    return s ? ag_heap_detach(s->heap, s) : NULL;
 }
 
 /* An L1 span of at least size bytes (a multiple of the page size) for a
@@ -137,7 +144,7 @@ static ag_status l1_take(ag_memalloc *a, uint64_t size, ag_span **out)
     ag_span *s = ag_heap_cached(h) >= size ? ag_heap_take(h, size) : NULL;
     if (s)
         goto done;
-    if (a->cfg.steal && (s = steal(a, size)) != NULL)
+    if (a->cfg.steal && !a->steal_tried && (s = steal(a, size)) != NULL)
         goto done;
     uint64_t seg = size < a->cfg.l1_segment ? round_up(a->cfg.l1_segment, a->cfg.page_size) : size;
     ag_status st = ag_heap_grow(h, seg);
@@ -260,7 +267,18 @@ ag_status ag_pool_take(ag_memalloc *a, uint32_t stream, uint64_t size, bool trie
             region = round_up(size, c->large_round);
         if (a->cfg.mode == AG_ALLOC_MULTI)
             region = round_up(region, c->page_size);
-        ag_status st = ag_heap_grow_take(h, region, size, &s);
+        ag_status st = AG_OK;
+        /* When L1 has no room cached, a free region of another pool moves
+         * here whole, record and all (as l1_take would, at less cost). */
+        bool move = cut && ag_heap_cached(&a->l1) < region;
+        ag_span *w = move ? steal_ordered(a, region) : NULL;
+        if (w) {
+            s = ag_heap_adopt(h, w, size);
+        } else {
+            a->steal_tried = move;
+            st = ag_heap_grow_take(h, region, size, &s);
+            a->steal_tried = false;
+        }
         if (st == AG_ENOMEM && a->cfg.mode == AG_ALLOC_BASELINE) {
             /* The baseline's last resort: wait for every pending event,
              * release every wholly free region of every stream, retry. */

@@ -151,8 +151,15 @@ static ag_status defer_free(ag_memalloc *a, ag_block *b, uint32_t nusers)
     const uint64_t *any = b->mif + (size_t)a->n * a->w;
     b->events = nusers;
     ag_status first = AG_OK;
-    for (uint32_t u = ag_mif_next(any, a->w, 0); u < a->n; u = ag_mif_next(any, a->w, u + 1u))
-        ag_pend_record(a, u, b, &first);
+    uint32_t u;
+    AG_MIF_EACH(any, a->w, u)
+        b->events -= ag_pend_record(a, u, b, true, &first);
+    if (b->events == 0 && first == AG_OK) {
+        /* every user was idle already: home at once */
+        ag_stat_unpend(a, b);
+        a->s.polled_recycles++;
+        ag_birth_recycle(a, b);
+    }
     return first;
 }
 
@@ -209,7 +216,8 @@ ag_status ag_multi_free(ag_memalloc *a, ag_block *b, uint32_t stream)
         /* The birth stream needs no event: the block goes back to its pool,
          * where its own order covers its last use. */
         ag_mif_clear(any, a->w, 0, b->birth);
-        for (uint32_t u = ag_mif_next(any, a->w, 0); u < a->n; u = ag_mif_next(any, a->w, u + 1u)) {
+        uint32_t u;
+        AG_MIF_EACH(any, a->w, u) {
             AG_TRY(ag_pend_reserve(a, u));
             nusers++;
         }
@@ -290,7 +298,7 @@ ag_status ag_multi_send(ag_memalloc *a, uint32_t src, uint32_t dst)
     ag_astream *s = &a->st[src];
     /* The entries since the last send to dst (an upper bound: some may
      * name recycled blocks). */
-    uint32_t from = s->nlive ? s->cursor[dst] : s->nlrec;
+    uint32_t from = s->nlive ? ag_lrec_cursor(s, dst) : s->nlrec;
     if (from < s->nlrec)
         AG_TRY(chan_reserve(a, c, s->nlrec - from));
     ag_status st = ag_dev_event_record(a->dev, c->ev, a->streams[src]);
@@ -311,7 +319,7 @@ ag_status ag_multi_send(ag_memalloc *a, uint32_t src, uint32_t dst)
         c->nnotes++;
         a->s.notices_sent++;
     }
-    s->cursor[dst] = s->nlrec;
+    ag_lrec_set_cursor(s, dst, s->nlrec);
     /* Borrowed blocks born on dst go home with this event. */
     ag_block *b;
     while (s->borrow.count && (b = s->borrow.by_birth[dst]) != NULL) {
@@ -417,7 +425,7 @@ ag_status ag_multi_clean(ag_memalloc *a)
                 as->lrec[k].blk->lr_over = false;
             }
         as->nlive = 0;
-        ag_lrec_reset(a, s);
+        ag_lrec_reset(as);
     }
     /* Deferred frees: every event has completed. */
     AG_TRY(ag_base_poll(a, true));

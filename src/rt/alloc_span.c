@@ -221,6 +221,42 @@ static ag_span *carve(ag_heap *h, ag_span *s, uint64_t size)
     return s;
 }
 
+/* A region record into and out of its heap's list and totals. */
+static void region_link(ag_heap *h, ag_region *r)
+{
+    r->prev = NULL;
+    r->next = h->regions;
+    if (r->next)
+        r->next->prev = r;
+    h->regions = r;
+    h->reserved += r->size;
+    h->nregions++;
+}
+
+static void region_unlink(ag_heap *h, ag_region *r)
+{
+    if (r->prev)
+        r->prev->next = r->next;
+    else
+        h->regions = r->next;
+    if (r->next)
+        r->next->prev = r->prev;
+    h->reserved -= r->size;
+    h->nregions--;
+}
+
+/* The span of a wholly free region leaves h's bins and whole set; its
+ * region, still listed, is returned. */
+static ag_region *whole_out(ag_heap *h, ag_span *s)
+{
+    ag_assert(s->is_free && !s->prev && !s->next);
+    ag_region *r = s->region;
+    bin_remove(h, s);
+    whole_del(h, s);
+    node_put(h, s);
+    return r;
+}
+
 /* Region records are kept for the next grow: pools that hand regions to
  * L1 and take them back often would otherwise allocate each time. */
 static void region_spare(ag_heap *h, ag_region *r)
@@ -250,12 +286,7 @@ static ag_status grow_span(ag_heap *h, uint64_t size, ag_span **out)
     ag_assert(got >= size && got % h->quantum == 0);
     size = got;
     r->size = size;
-    r->next = h->regions;
-    if (r->next)
-        r->next->prev = r;
-    h->regions = r;
-    h->reserved += size;
-    h->nregions++;
+    region_link(h, r);
     ag_span *s = node_get(h);
     s->addr = r->addr;
     s->size = size;
@@ -317,34 +348,31 @@ ag_span *ag_heap_put(ag_heap *h, ag_span *s)
 
 void *ag_heap_detach(ag_heap *h, ag_span *s)
 {
-    ag_assert(s->is_free && !s->prev && !s->next);
-    ag_region *r = s->region;
+    ag_region *r = whole_out(h, s);
     void *cookie = r->cookie;
-    bin_remove(h, s);
-    whole_del(h, s);
-    node_put(h, s);
-    if (r->prev)
-        r->prev->next = r->next;
-    else
-        h->regions = r->next;
-    if (r->next)
-        r->next->prev = r->prev;
-    h->reserved -= r->size;
-    h->nregions--;
+    region_unlink(h, r);
     region_spare(h, r);
     return cookie;
 }
 
+ag_span *ag_heap_adopt(ag_heap *to, ag_span *s, uint64_t size)
+{
+    ag_heap *from = s->heap;
+    ag_assert(from != to && size <= s->size);
+    ag_region *r = whole_out(from, s);
+    region_unlink(from, r);
+    region_link(to, r);
+    ag_span *n = node_get(to);
+    n->addr = r->addr;
+    n->size = r->size;
+    n->region = r;
+    n->is_free = true;
+    return carve(to, n, size);
+}
+
 static void region_release(ag_heap *h, ag_region *r)
 {
-    if (r->prev)
-        r->prev->next = r->next;
-    else
-        h->regions = r->next;
-    if (r->next)
-        r->next->prev = r->prev;
-    h->reserved -= r->size;
-    h->nregions--;
+    region_unlink(h, r);
     if (h->poison)
         ag_rt_mark_access((void *)r->addr, r->size);
     h->release(h->ud, r->addr, r->size, r->cookie);
@@ -361,10 +389,7 @@ uint64_t ag_heap_trim(ag_heap *h)
         while (s) {
             ag_span *nx = s->fnext;
             if (!s->prev && !s->next) {
-                ag_region *r = s->region;
-                bin_remove(h, s);
-                whole_del(h, s);
-                node_put(h, s);
+                ag_region *r = whole_out(h, s);
                 freed += r->size;
                 region_release(h, r);
             }
