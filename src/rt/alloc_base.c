@@ -62,9 +62,13 @@ ag_status ag_base_poll(ag_memalloc *a, bool block)
                 continue;
             }
             ag_dev_event *ev = p->ev;
-            ag_status st;
+            ag_status st = AG_OK;
             bool done = false;
-            if (block) {
+            if (p->seq <= s->ev_done) {
+                /* the host saw a later point of this stream complete (a
+                 * stream runs in order): no need to ask */
+                done = true;
+            } else if (block) {
                 st = ag_dev_event_synchronize(a->dev, ev);
                 done = st == AG_OK;
             } else {

@@ -361,6 +361,43 @@ static void test_polled_fallback(void **state)
     fix_close(&f);
 }
 
+/* A fallback event seen complete at the last free also completes every
+ * older one of its stream (a stream runs in order): the queued entry of an
+ * earlier block is popped by the next poll without asking the device. */
+static void test_later_point_seen(void **state)
+{
+    (void)state;
+    fix f;
+    fix_open(&f, 2, AG_ALLOC_MULTI, 0);
+    atomic_int open = 0;
+    gate(&f, 1, &open);
+    ag_block *b = xmalloc(&f, 0, 4096);
+    assert_int_equal(ag_alloc_access(f.a, b, 1), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, b, 0), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, b, 1), AG_OK); /* 1 is busy: queued */
+    assert_int_equal(f.a->npend, 1);
+    ag_block *c = xmalloc(&f, 0, 8192); /* polls b's event: still busy */
+    assert_int_equal(ag_alloc_access(f.a, c, 1), AG_OK);
+    assert_int_equal(f.a->npend, 1);
+    atomic_store(&open, 1);
+    assert_int_equal(ag_dev_stream_synchronize(f.dev, f.s[1]), AG_OK);
+    uint64_t polls = stats(f.a).event_polls;
+    assert_int_equal(ag_alloc_free(f.a, c, 0), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, c, 1), AG_OK); /* 1 is idle: home at once */
+    ag_alloc_stats s = stats(f.a);
+    assert_int_equal(s.event_polls, polls + 1);
+    assert_int_equal(s.polled_recycles, 1);
+    assert_int_equal(f.a->npend, 1);
+    ag_block *x = xmalloc(&f, 0, 4096); /* the poll pops b's entry unasked */
+    s = stats(f.a);
+    assert_int_equal(s.event_polls, polls + 1);
+    assert_int_equal(s.polled_recycles, 2);
+    assert_int_equal(s.pending, 0);
+    assert_int_equal(f.a->npend, 0);
+    assert_int_equal(ag_alloc_free(f.a, x, 0), AG_OK);
+    fix_close(&f);
+}
+
 /* A large block's region empties on stream 0; stream 1 needs a region of
  * that size: the region moves, ordered by an event 0 -> 1, instead of
  * growing the device.  Without the move the device grows. */
@@ -1008,6 +1045,7 @@ int main(void)
         cmocka_unit_test(test_birth_recycle),
         cmocka_unit_test(test_local_borrow_home),
         cmocka_unit_test(test_polled_fallback),
+        cmocka_unit_test(test_later_point_seen),
         cmocka_unit_test(test_region_move),
         cmocka_unit_test(test_region_move_seen),
         cmocka_unit_test(test_local_then_birth),
