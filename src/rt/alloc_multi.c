@@ -104,13 +104,19 @@ ag_status ag_multi_access(ag_memalloc *a, ag_block *b, uint32_t dst)
     if (a->w == 1) {
         /* one word a row: the holder's bit (first sharing) and dst's at once */
         uint64_t bits = UINT64_C(1) << dst;
+        uint64_t *mif = b->mif;
+        uint32_t n = a->n;
         if (!b->shared) {
+            /* the first other stream: every row is empty, so it is written */
             b->shared = true;
             if (b->occ[b->holder] > 0)
                 bits |= UINT64_C(1) << b->holder;
+            for (uint32_t m = 0; m < n; m++)
+                mif[m] = bits;
+        } else {
+            for (uint32_t m = 0; m < n; m++)
+                mif[m] |= bits;
         }
-        for (uint32_t m = 0; m < a->n; m++)
-            b->mif[m] |= bits;
     } else {
         ag_block_mif_materialise(a, b);
         ag_mif_set_all_observers(b->mif, a->n, dst);
