@@ -5,7 +5,7 @@
  *   alloc pair [N]                 ns per pair, both allocators
  *   alloc synth SEED OPS STREAMS   prints a synthetic trace
  *   alloc model FILE.onnx STREAMS  prints the trace of the model's execution
- *   alloc compare TRACE [TICKS]    replays TRACE with both modes in turn (best of 5) under
+ *   alloc compare TRACE [TICKS]    replays TRACE with both modes in turn (best of 9) under
  *                                  the timing model: kernels of TICKS host
  *                                  operations (default 0, an idle device) */
 #define _POSIX_C_SOURCE 200809L
@@ -257,7 +257,7 @@ static int compare(const char *path, uint32_t ticks)
     ag_alloc_replay_result best[2];
     /* the modes alternate, so that a slow spell of a shared machine
      * weighs on both */
-    for (int rep = 0; rep < 5; rep++) {
+    for (int rep = 0; rep < 9; rep++) {
         for (int m = 0; m < 2; m++) {
             ag_alloc_config c;
             ag_alloc_config_default(&c);

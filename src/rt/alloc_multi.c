@@ -321,7 +321,10 @@ ag_status ag_multi_send(ag_memalloc *a, uint32_t src, uint32_t dst)
         n->blk = b;
         n->version = s->lrec[k].version;
         n->jep = b->jep;
-        memcpy(c->rows + (size_t)c->nnotes * a->w, b->mif + (size_t)src * a->w, a->w * sizeof(uint64_t));
+        if (a->w == 1)
+            c->rows[c->nnotes] = b->mif[src];
+        else
+            memcpy(c->rows + (size_t)c->nnotes * a->w, b->mif + (size_t)src * a->w, a->w * sizeof(uint64_t));
         c->nnotes++;
         a->s.notices_sent++;
     }
