@@ -33,9 +33,10 @@ build() { # dir cmake-args...   (TARGETS="a b" limits what is built)
     dir=$1; shift
     targets=""
     for t in ${TARGETS:-}; do targets="$targets --target $t"; done
-    cmake -S . -B "$dir" "$@" >/dev/null && cmake --build "$dir" -j "$JOBS" $targets >"$dir.build.log" 2>&1
+    mkdir -p "$dir"
+    { cmake -S . -B "$dir" "$@" && cmake --build "$dir" -j "$JOBS" $targets; } >"$dir/build.log" 2>&1
     rc=$?
-    [ $rc -eq 0 ] || { cat "$dir.build.log"; echo "test.sh: build $dir failed"; failed=$((failed + 1)); }
+    [ $rc -eq 0 ] || { cat "$dir/build.log"; echo "test.sh: build $dir failed"; failed=$((failed + 1)); }
     return $rc
 }
 
