@@ -242,11 +242,18 @@ ag_status ag_multi_free(ag_memalloc *a, ag_block *b, uint32_t stream)
         ag_birth_recycle(a, b);
         return AG_OK;
     }
-    ag_lrec_append(a, stream, b);
-    if (b->users > 0)
+    if (b->users > 0) {
+        ag_lrec_append(a, stream, b);
         return AG_OK;
+    }
     ag_stat_unused(a, b, true);
-    return defer_free(a, b, nusers);
+    uint32_t version = b->version;
+    ag_status st = defer_free(a, b, nusers);
+    /* still waiting (not home at once): the other streams may learn of the
+     * release from stream's notices before the fallback completes */
+    if (b->version == version)
+        ag_lrec_append(a, stream, b);
+    return st;
 }
 
 /* ---- event kernels ---- */
