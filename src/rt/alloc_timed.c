@@ -23,10 +23,12 @@ struct ag_timed {
     tmap events;    /* event -> time its recorded point completes */
 };
 
+/* Fibonacci hashing: the top bits of the product, which every bit of the
+ * pointer reaches (device objects sit at a fixed stride in memory). */
 static uint32_t slot_of(const void *p, uint32_t cap)
 {
     uint64_t h = (uint64_t)(uintptr_t)p * UINT64_C(0x9E3779B97F4A7C15);
-    return (uint32_t)(h >> 32) & (cap - 1u);
+    return (uint32_t)(h >> (64u - (uint32_t)__builtin_ctz(cap)));
 }
 
 static uint64_t *tmap_find(tmap *m, const void *k)
