@@ -63,9 +63,10 @@ static void print_result(const char *mode, const ag_alloc_replay_result *r)
            (unsigned long long)s->notices_sent, (unsigned long long)s->notices_applied,
            (unsigned long long)s->notices_stale, (unsigned long long)s->device_allocs,
            (unsigned long long)s->retries);
-    printf("  polled: %llu events queried, %llu recycles; regions moved %llu (%llu waits)\n",
-           (unsigned long long)s->event_polls, (unsigned long long)s->polled_recycles,
-           (unsigned long long)s->regions_moved, (unsigned long long)s->region_waits);
+    printf("  polled: %llu events queried, %llu streams asked idle, %llu recycles; regions moved %llu (%llu waits)\n",
+           (unsigned long long)s->event_polls, (unsigned long long)s->stream_queries,
+           (unsigned long long)s->polled_recycles, (unsigned long long)s->regions_moved,
+           (unsigned long long)s->region_waits);
 }
 
 static double per_op(const ag_alloc_replay_result *r)

@@ -92,6 +92,9 @@ typedef struct ag_alloc_stats {
      * them); wholly free pool regions moved to another pool instead of
      * growing, and how many of those moves made a stream wait on an event */
     uint64_t polled_recycles, regions_moved, region_waits;
+    /* multi mode: streams asked whether idle at a shared block's last free
+     * (an idle one needs no event) */
+    uint64_t stream_queries;
 } ag_alloc_stats;
 
 /* Creates an allocator over dev for the streams streams[0..cfg->nstreams-1]

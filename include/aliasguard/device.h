@@ -190,12 +190,16 @@ typedef struct ag_device_ops {
      * short of one lacks that entry (see AG_DEVICE_OPS_SIZE_V1). */
     ag_status (*launch_copy)(void *impl, ag_dev_stream *s, ag_dev_kernel_fn fn, const void *args, size_t n,
                              const char *name);
+    ag_status (*stream_query)(void *impl, ag_dev_stream *s, bool *idle);
 } ag_device_ops;
 
 /* Size of the first table (up to and including stats).  A backend built
  * against it still works: ag_dev_launch_copy then fails with
  * AG_EUNSUPPORTED. */
 #define AG_DEVICE_OPS_SIZE_V1 offsetof(ag_device_ops, launch_copy)
+/* Size of the second table (up to and including launch_copy): without
+ * stream_query, which then fails with AG_EUNSUPPORTED. */
+#define AG_DEVICE_OPS_SIZE_V2 offsetof(ag_device_ops, stream_query)
 
 /* Wraps a backend in a device handle.  ops (static) and impl are borrowed
  * until ag_device_destroy, which calls ops->destroy(impl).  ops->size must be
@@ -244,7 +248,8 @@ ag_status ag_device_sim_create(ag_ctx *ctx, const ag_device_sim_config *cfg, ag_
     X(AG_DEV_E_CAPTURE_BEGIN, "capture_begin", AG_EDEVICE)     \
     X(AG_DEV_E_CAPTURE_END, "capture_end", AG_ENOMEM)          \
     X(AG_DEV_E_GRAPH_LAUNCH, "graph_launch", AG_EDEVICE)       \
-    X(AG_DEV_E_SYNC, "synchronize", AG_EDEVICE)
+    X(AG_DEV_E_SYNC, "synchronize", AG_EDEVICE)                \
+    X(AG_DEV_E_STREAM_QUERY, "stream_query", AG_EDEVICE)
 
 typedef enum ag_dev_entry {
 #define AG_DEV_ENTRY_ENUM_(e, name, st) e,
@@ -329,6 +334,13 @@ void ag_dev_stream_destroy(ag_device *dev, ag_dev_stream *s);
 /* Blocks until all work enqueued on s before the call has run.  AG_EDEVICE
  * if the device is poisoned. */
 ag_status ag_dev_stream_synchronize(ag_device *dev, ag_dev_stream *s);
+/* *idle = whether all work enqueued on s before the call has completed (run,
+ * or dropped by a poisoned device); never blocks.  Like event_query on an
+ * event recorded on s at the call, without the event: when it answers idle,
+ * host code is ordered after that work.  AG_EINVAL while s is capturing,
+ * AG_EDEVICE if the device is poisoned, AG_EUNSUPPORTED for a backend whose
+ * table predates the entry. */
+ag_status ag_dev_stream_query(ag_device *dev, ag_dev_stream *s, bool *idle);
 
 /* ---- events ---- */
 ag_status ag_dev_event_create(ag_device *dev, ag_dev_event **out);

@@ -142,18 +142,36 @@ ag_status ag_pend_grow(ag_memalloc *a, uint32_t stream)
 bool ag_pend_record(ag_memalloc *a, uint32_t u, ag_block *b, bool query, ag_status *first)
 {
     ag_astream *s = &a->st[u];
-    ag_dev_event *ev = a->spare_ev[--a->nspare_ev];
-    /* the mark before the record: it never claims more than the event covers */
+    /* the mark before the query or record: it never claims more than the
+     * device answers for */
     uint64_t mark = ag_hb_mark(a, u);
-    ag_status st = ag_dev_event_record(a->dev, ev, a->streams[u]);
+    ag_status st = AG_OK;
     bool done = false;
-    if (st == AG_OK && query) {
-        st = ag_dev_event_query(a->dev, ev, &done);
-        a->s.event_polls++;
+    if (query && !a->no_stream_query) {
+        /* an idle stream needs no event at all */
+        st = ag_dev_stream_query(a->dev, a->streams[u], &done);
+        if (st == AG_EUNSUPPORTED) {
+            a->no_stream_query = true; /* an older backend: ask an event instead */
+            ag_ctx_clear_error(ag_device_ctx(a->dev));
+            st = AG_OK;
+        } else {
+            a->s.stream_queries++;
+            query = false; /* busy: the event is polled later */
+        }
+    }
+    ag_dev_event *ev = NULL;
+    if (st == AG_OK && !done) {
+        ev = a->spare_ev[--a->nspare_ev];
+        st = ag_dev_event_record(a->dev, ev, a->streams[u]);
+        if (st == AG_OK && query) {
+            st = ag_dev_event_query(a->dev, ev, &done);
+            a->s.event_polls++;
+        }
     }
     if (st != AG_OK) {
         /* the block stays counted: it can only be recycled otherwise */
-        a->spare_ev[a->nspare_ev++] = ev;
+        if (ev)
+            a->spare_ev[a->nspare_ev++] = ev;
         if (*first == AG_OK) {
             ag_dev_note(a);
             *first = AG_ERR(a->ctx, st, "stream %u: recording the event of a deferred free: %s", u, a->devmsg);
@@ -162,7 +180,8 @@ bool ag_pend_record(ag_memalloc *a, uint32_t u, ag_block *b, bool query, ag_stat
     }
     if (done) {
         /* u was idle: the host has seen the point, as a poll would */
-        a->spare_ev[a->nspare_ev++] = ev;
+        if (ev)
+            a->spare_ev[a->nspare_ev++] = ev;
         ag_hb_join(a, UINT32_MAX, mark);
         s->ev_done = ++s->ev_seq;
         return true;

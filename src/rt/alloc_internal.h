@@ -294,6 +294,7 @@ struct ag_memalloc {
     uint32_t grow_stream; /* the stream whose pool is growing (region moves) */
     ag_heap *grow_heap;
     bool steal_tried; /* the growing pool found no region to move: L1 need not look again */
+    bool no_stream_query; /* the device predates ag_dev_stream_query */
     ag_hb_mark_fn hb_mark;
     ag_hb_join_fn hb_join;
     void *hb_ud;
@@ -483,8 +484,9 @@ void ag_base_release_events(ag_memalloc *a);
 /* Records a deferred-free event for b on stream u and queues it (room for
  * the event and the entry was reserved by the caller); on a device failure
  * the first one is raised into *first and b stays counted for u.  query:
- * ask the device at once; true when the event was complete (u idle), in
- * which case nothing is queued and u's epoch counts as seen. */
+ * first ask whether u is idle (ag_dev_stream_query; on a device without
+ * it, record the event and ask that); true when u was idle, in which case
+ * nothing is queued and u's epoch counts as seen. */
 bool ag_pend_record(ag_memalloc *a, uint32_t u, ag_block *b, bool query, ag_status *first);
 
 /* Bookkeeping shared by both modes: a block handed out; its last user gone

@@ -248,6 +248,20 @@ static ag_status td_stream_wait_event(void *impl, ag_dev_stream *s, ag_dev_event
     return AG_OK;
 }
 
+static ag_status td_stream_query(void *impl, ag_dev_stream *s, bool *idle)
+{
+    ag_timed *t = impl;
+    if (stream_end(t, s) > t->now) {
+        *idle = false;
+        return AG_OK;
+    }
+    /* idle in the model: wait for the inner device to agree (as
+     * td_event_query does) */
+    AG_TRY(ag_dev_stream_synchronize(t->inner, s));
+    *idle = true;
+    return AG_OK;
+}
+
 static ag_status td_event_query(void *impl, ag_dev_event *e, bool *done)
 {
     ag_timed *t = impl;
@@ -332,6 +346,7 @@ static const ag_device_ops timed_ops = {
     .event_record = td_event_record,
     .stream_wait_event = td_stream_wait_event,
     .event_query = td_event_query,
+    .stream_query = td_stream_query,
     .event_synchronize = td_event_synchronize,
     .capture_begin = td_capture_begin,
     .capture_end = td_capture_end,

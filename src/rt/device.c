@@ -38,7 +38,7 @@ const char *ag_dev_entry_name(ag_dev_entry e)
 
 static bool ops_complete(const ag_device_ops *o)
 {
-    if (OPS_HAS(o, launch_copy) && !o->launch_copy)
+    if ((OPS_HAS(o, launch_copy) && !o->launch_copy) || (OPS_HAS(o, stream_query) && !o->stream_query))
         return false;
     return o->size >= AG_DEVICE_OPS_SIZE_V1 && o->name && o->destroy && o->mem_alloc && o->mem_free && o->memcpy_async &&
            o->memset_async && o->launch && o->stream_create && o->stream_destroy && o->stream_synchronize &&
@@ -154,6 +154,16 @@ ag_status ag_dev_launch(ag_device *dev, ag_dev_stream *s, ag_dev_kernel_fn fn, v
     CHECK_ARG(dev, s, "launch", "stream is NULL");
     CHECK_ARG(dev, fn, "launch", "kernel function is NULL");
     return dev->ops->launch(dev->impl, s, fn, arg, name ? name : "kernel");
+}
+
+ag_status ag_dev_stream_query(ag_device *dev, ag_dev_stream *s, bool *idle)
+{
+    CHECK_DEV(dev);
+    CHECK_ARG(dev, s && idle, "stream_query", "stream or out is NULL");
+    if (!OPS_HAS(dev->ops, stream_query))
+        return AG_ERR(dev->ctx, AG_EUNSUPPORTED, "device stream_query: backend '%s' predates this entry",
+                      dev->ops->name);
+    return dev->ops->stream_query(dev->impl, s, idle);
 }
 
 ag_status ag_dev_launch_copy(ag_device *dev, ag_dev_stream *s, ag_dev_kernel_fn fn, const void *args, size_t n,

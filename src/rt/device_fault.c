@@ -209,6 +209,14 @@ static ag_status fault_event_query(void *impl, ag_dev_event *e, bool *done)
     return ag_dev_event_query(w->inner, e, done);
 }
 
+static ag_status fault_stream_query(void *impl, ag_dev_stream *s, bool *idle)
+{
+    fault_dev *w = impl;
+    INJECT(w, AG_DEV_E_STREAM_QUERY, NULL);
+    (void)deferred_;
+    return ag_dev_stream_query(w->inner, s, idle);
+}
+
 static ag_status fault_event_synchronize(void *impl, ag_dev_event *e)
 {
     fault_dev *w = impl;
@@ -289,6 +297,7 @@ static const ag_device_ops fault_ops = {
     .event_record = fault_event_record,
     .stream_wait_event = fault_stream_wait_event,
     .event_query = fault_event_query,
+    .stream_query = fault_stream_query,
     .event_synchronize = fault_event_synchronize,
     .capture_begin = fault_capture_begin,
     .capture_end = fault_capture_end,

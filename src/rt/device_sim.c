@@ -855,6 +855,22 @@ static ag_status sim_stream_wait_event(void *impl, ag_dev_stream *s, ag_dev_even
     return st;
 }
 
+static ag_status sim_stream_query(void *impl, ag_dev_stream *s, bool *idle)
+{
+    sim *d = impl;
+    ag_status st = AG_OK;
+    lock(d);
+    ag_assert(s->magic == STREAM_MAGIC && s->dev == d);
+    if (s->capturing)
+        st = AG_ERR(d->ctx, AG_EINVAL, "device stream_query: stream %u is capturing", s->id);
+    else if (d->poisoned)
+        st = poisoned_err(d, "stream_query");
+    else
+        *idle = s->done_seq >= s->enq_seq;
+    unlock(d);
+    return st;
+}
+
 static ag_status sim_event_query(void *impl, ag_dev_event *e, bool *done)
 {
     sim *d = impl;
@@ -1126,6 +1142,7 @@ static const ag_device_ops sim_ops = {
     .event_record = sim_event_record,
     .stream_wait_event = sim_stream_wait_event,
     .event_query = sim_event_query,
+    .stream_query = sim_stream_query,
     .event_synchronize = sim_event_synchronize,
     .capture_begin = sim_capture_begin,
     .capture_end = sim_capture_end,

@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "support/agtest.h"
+#include "aliasguard/alloc.h"
 #include "aliasguard/device.h"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -953,6 +954,55 @@ static void test_host_memory_direct(void **state)
     ag_ctx_destroy(ctx);
 }
 
+/* stream_query: idle with nothing queued, busy behind a kernel, idle again
+ * once it ran; refused while capturing, on a poisoned device, and for NULL
+ * arguments; a fault wrapper counts and fails it like any entry. */
+static void test_stream_query(void **state)
+{
+    (void)state;
+    ag_ctx *ctx = agtest_ctx();
+    ag_device *dev = sim(ctx, 1 << 20, 0, 0);
+    ag_dev_stream *s;
+    assert_int_equal(ag_dev_stream_create(dev, &s), AG_OK);
+    bool idle = false;
+    assert_int_equal(ag_dev_stream_query(dev, s, &idle), AG_OK);
+    assert_true(idle);
+    gate g;
+    gate_init(&g);
+    assert_int_equal(ag_dev_launch(dev, s, gate_kernel, &g, "gate"), AG_OK);
+    assert_int_equal(ag_dev_stream_query(dev, s, &idle), AG_OK);
+    assert_false(idle);
+    gate_open(&g);
+    assert_int_equal(ag_dev_stream_synchronize(dev, s), AG_OK);
+    assert_int_equal(ag_dev_stream_query(dev, s, &idle), AG_OK);
+    assert_true(idle);
+    gate_fini(&g);
+    assert_int_equal(ag_dev_stream_query(dev, s, NULL), AG_EINVAL);
+    assert_int_equal(ag_dev_stream_query(dev, NULL, &idle), AG_EINVAL);
+    assert_int_equal(ag_dev_capture_begin(dev, s), AG_OK);
+    assert_int_equal(ag_dev_stream_query(dev, s, &idle), AG_EINVAL);
+    assert_errmsg(ctx, "capturing");
+    ag_dev_graph *gr = NULL;
+    assert_int_equal(ag_dev_capture_end(dev, s, &gr), AG_OK);
+    ag_dev_graph_destroy(dev, gr);
+    /* through a fault wrapper: the first call fails */
+    ag_dev_fault f;
+    ag_dev_fault_init(&f, AG_DEV_ENTRY_BIT(AG_DEV_E_STREAM_QUERY), 1, 0, AG_FAULT_RETURN);
+    ag_device *w = NULL;
+    assert_int_equal(ag_device_fault_wrap(ctx, dev, &f, &w), AG_OK);
+    assert_int_equal(ag_dev_stream_query(w, s, &idle), AG_EDEVICE);
+    assert_errmsg(ctx, "stream_query: injected fault");
+    assert_int_equal(ag_dev_stream_query(w, s, &idle), AG_OK);
+    assert_true(idle);
+    assert_int_equal(f.calls, 2);
+    ag_device_destroy(w);
+    ag_dev_poison(dev, "test fault");
+    assert_int_equal(ag_dev_stream_query(dev, s, &idle), AG_EDEVICE);
+    ag_dev_stream_destroy(dev, s);
+    ag_device_destroy(dev);
+    ag_ctx_destroy(ctx);
+}
+
 /* A backend built against the first table (size AG_DEVICE_OPS_SIZE_V1):
  * here one forwarding to a simulated device.  It keeps working, and
  * launch_copy reports that it lacks the entry. */
@@ -984,6 +1034,11 @@ static ag_status lg_memset(void *impl, void *dst, int value, size_t n, ag_dev_st
 static ag_status lg_launch(void *impl, ag_dev_stream *s, ag_dev_kernel_fn fn, void *arg, const char *name)
 {
     return ag_dev_launch(legacy_inner(impl), s, fn, arg, name);
+}
+static ag_status lg_launch_copy(void *impl, ag_dev_stream *s, ag_dev_kernel_fn fn, const void *args, size_t n,
+                                const char *name)
+{
+    return ag_dev_launch_copy(legacy_inner(impl), s, fn, args, n, name);
 }
 static ag_status lg_stream_create(void *impl, ag_dev_stream **out)
 {
@@ -1077,10 +1132,48 @@ static void test_legacy_table(void **state)
     assert_int_equal(ag_dev_launch(dev, s, incr_kernel, &count, "incr"), AG_OK);
     assert_int_equal(ag_dev_launch_copy(dev, s, incr_kernel, &count, sizeof count, "incr"), AG_EUNSUPPORTED);
     assert_errmsg(ctx, "backend 'legacy' predates");
+    bool idle = false;
+    assert_int_equal(ag_dev_stream_query(dev, s, &idle), AG_EUNSUPPORTED);
     assert_int_equal(ag_dev_stream_synchronize(dev, s), AG_OK);
     assert_int_equal(count, 1);
     ag_dev_stream_destroy(dev, s);
     ag_device_destroy(dev);
+
+    /* The second table (up to launch_copy) lacks stream_query only. */
+    ops.size = AG_DEVICE_OPS_SIZE_V2;
+    ops.launch_copy = lg_launch_copy;
+    assert_int_equal(ag_device_create(ctx, &ops, inner, &dev), AG_OK);
+    assert_int_equal(ag_dev_stream_create(dev, &s), AG_OK);
+    assert_int_equal(ag_dev_launch_copy(dev, s, incr_kernel, &count, sizeof count, "incr"), AG_OK);
+    assert_int_equal(ag_dev_stream_query(dev, s, &idle), AG_EUNSUPPORTED);
+    assert_errmsg(ctx, "stream_query: backend 'legacy' predates");
+    assert_int_equal(ag_dev_stream_synchronize(dev, s), AG_OK);
+    /* The allocator asks such a device about an event instead: a shared
+     * block whose users are idle still goes home at its last free. */
+    ag_dev_stream *s2;
+    assert_int_equal(ag_dev_stream_create(dev, &s2), AG_OK);
+    ag_dev_stream *ss[2] = {s, s2};
+    ag_alloc_config c;
+    ag_alloc_config_default(&c);
+    c.nstreams = 2;
+    ag_memalloc *a = NULL;
+    assert_int_equal(ag_alloc_create(ctx, dev, ss, &c, &a), AG_OK);
+    ag_block *b = NULL;
+    assert_int_equal(ag_alloc_malloc(a, 0, 4096, &b), AG_OK);
+    assert_int_equal(ag_alloc_access(a, b, 1), AG_OK);
+    assert_int_equal(ag_alloc_free(a, b, 0), AG_OK);
+    assert_int_equal(ag_alloc_free(a, b, 1), AG_OK);
+    ag_alloc_stats st = {.size = sizeof st};
+    ag_alloc_stats_get(a, &st, NULL);
+    assert_int_equal(st.stream_queries, 0);
+    assert_int_equal(st.event_polls, 1);
+    assert_int_equal(st.polled_recycles, 1);
+    assert_int_equal(st.pending, 0);
+    ag_alloc_destroy(a);
+    ag_dev_stream_destroy(dev, s2);
+    ag_dev_stream_destroy(dev, s);
+    ag_device_destroy(dev);
+    ops.launch_copy = NULL;
 
     /* A table of the current size must set the new entry; a shorter one
      * than the first is refused. */
@@ -1348,6 +1441,7 @@ int main(void)
         cmocka_unit_test(test_launch_copy_capture),
         cmocka_unit_test(test_launch_copy_oom),
         cmocka_unit_test(test_host_memory_direct),
+        cmocka_unit_test(test_stream_query),
         cmocka_unit_test(test_legacy_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
