@@ -255,9 +255,11 @@ static ag_status td_stream_query(void *impl, ag_dev_stream *s, bool *idle)
         *idle = false;
         return AG_OK;
     }
-    /* idle in the model: wait for the inner device to agree (as
-     * td_event_query does) */
-    AG_TRY(ag_dev_stream_synchronize(t->inner, s));
+    /* idle in the model: the inner device agrees, or is about to (its
+     * work is instant): wait for it only then */
+    AG_TRY(ag_dev_stream_query(t->inner, s, idle));
+    if (!*idle)
+        AG_TRY(ag_dev_stream_synchronize(t->inner, s));
     *idle = true;
     return AG_OK;
 }
@@ -271,7 +273,10 @@ static ag_status td_event_query(void *impl, ag_dev_event *e, bool *done)
         return AG_OK;
     }
     /* Complete in the model: the inner device is never behind the model
-     * for long (its work is instant), so wait for it to agree. */
+     * for long (its work is instant), so wait for it to agree, if it does
+     * not already. */
+    if (ag_dev_event_query(t->inner, e, done) == AG_OK && *done)
+        return AG_OK;
     return ag_dev_event_synchronize(t->inner, e) == AG_OK ? (*done = true, AG_OK) : AG_EDEVICE;
 }
 
