@@ -432,14 +432,13 @@ ag_status ag_multi_clean(ag_memalloc *a)
             }
         }
     }
-    /* The lists start afresh: blocks still in use forget their entries. */
+    /* The lists start afresh: blocks still in use forget their entries
+     * (uncounting them; entries no block counts are dropped with the list). */
     for (uint32_t s = 0; s < a->n; s++) {
         ag_astream *as = &a->st[s];
         for (uint32_t k = 0; as->nlive && k < as->nlrec; k++)
-            if (ag_lrec_live(&as->lrec[k])) {
-                as->lrec[k].blk->lr_used = 0;
-                as->lrec[k].blk->lr_over = false;
-            }
+            if (ag_lrec_live(&as->lrec[k]))
+                ag_lrec_forget(a, as->lrec[k].blk);
         as->nlive = 0;
         ag_lrec_reset(as);
     }
