@@ -4,7 +4,11 @@
  * multi-stream mode and the baseline: peak reserved and time per operation.
  *   alloc pair [N]                 ns per pair, both allocators
  *   alloc synth SEED OPS STREAMS   prints a synthetic trace
- *   alloc model FILE.onnx STREAMS  prints the trace of the model's execution
+ *   alloc model FILE.onnx STREAMS [--input-shape=NAME=D0,D1,...] [--input-value=NAME=V,...]
+ *                                  prints the trace of the model's execution
+ *                                  with its inputs bound as given (the corpus
+ *                                  manifest's shapes: a dynamic dimension left
+ *                                  open makes tensors of unknown size)
  *   alloc compare TRACE [TICKS]    replays TRACE with both modes in turn (best of 9) under
  *                                  the timing model: kernels of TICKS host
  *                                  operations (default 0, an idle device) */
@@ -151,19 +155,41 @@ static int synth(uint64_t seed, uint64_t ops, uint32_t n)
  * consumers on other streams wait for an event and use the tensor, and each
  * stream frees a tensor after its last use there.  Constants are not
  * allocated (weights live elsewhere). */
-static int model(const char *path, uint32_t n)
+static int model(const char *path, uint32_t n, int nbind, char **bind)
 {
     ag_ctx *ctx = ag_ctx_create(NULL);
     ag_graph *g = NULL;
     ag_onnx_opts o = ag_onnx_defaults();
-    if (ag_onnx_import_file(ctx, path, &o, &g) != AG_OK)
+    const char **shapes = calloc((size_t)nbind + 1u, sizeof *shapes);
+    const char **values = calloc((size_t)nbind + 1u, sizeof *values);
+    if (!shapes || !values || n == 0) {
+        fprintf(stderr, "alloc model: %s\n", n == 0 ? "STREAMS must be at least 1" : "out of memory");
+        return 1;
+    }
+    for (int k = 0; k < nbind; k++) {
+        if (strncmp(bind[k], "--input-shape=", 14) == 0 && strchr(bind[k] + 14, '='))
+            shapes[o.n_input_shapes++] = bind[k] + 14;
+        else if (strncmp(bind[k], "--input-value=", 14) == 0 && strchr(bind[k] + 14, '='))
+            values[o.n_input_values++] = bind[k] + 14;
+        else {
+            fprintf(stderr, "alloc model: expected --input-shape=NAME=D0,D1,... or --input-value=NAME=V, got '%s'\n",
+                    bind[k]);
+            return 2;
+        }
+    }
+    o.input_shapes = shapes;
+    o.input_values = values;
+    ag_status ist = ag_onnx_import_file(ctx, path, &o, &g);
+    free(shapes);
+    free(values);
+    if (ist != AG_OK)
         return die(path, ctx);
     uint32_t cap = ag_graph_node_capacity(g), cnt = 0;
     ag_node_id *order = calloc(ag_graph_node_count(g) + 1u, sizeof *order);
     uint32_t *stream = calloc(cap, sizeof *stream), *pos = calloc(cap, sizeof *pos);
     if (ag_graph_topo_order(g, order, &cnt) != AG_OK)
         return die("topological order", ctx);
-    uint32_t next = 0;
+    uint32_t next = 0, unknown = 0;
     for (uint32_t k = 0; k < cnt; k++) {
         ag_node_id v = order[k];
         pos[v] = k;
@@ -198,8 +224,10 @@ static int model(const char *path, uint32_t n)
         if (strcmp(ag_node_type(g, v), "Const") != 0) {
             for (uint32_t j = 0; j < ag_node_num_outputs(g, v); j++) {
                 uint64_t bytes = ag_desc_size_bytes(ag_node_output_desc_c(g, v, j));
-                if (bytes == 0 || bytes == UINT64_MAX)
+                if (bytes == 0 || bytes == UINT64_MAX) {
                     bytes = 4;
+                    unknown++;
+                }
                 printf("alloc n%u_%u %llu %u\n", v, j, (unsigned long long)bytes, s);
                 if (ag_node_output_nconsumers(g, v, j) == 0)
                     printf("free n%u_%u %u\n", v, j, s);
@@ -229,6 +257,9 @@ static int model(const char *path, uint32_t n)
         }
     }
     printf("sync\n");
+    if (unknown)
+        fprintf(stderr, "%s: %u tensors of unknown size traced as 4 bytes (bind the inputs with --input-shape)\n",
+                path, unknown);
     free(order);
     free(stream);
     free(pos);
@@ -292,10 +323,10 @@ int main(int argc, char **argv)
         return bench_pair(argc > 2 ? strtoull(argv[2], NULL, 10) : 2000000u);
     if (argc == 5 && strcmp(argv[1], "synth") == 0)
         return synth(strtoull(argv[2], NULL, 10), strtoull(argv[3], NULL, 10), (uint32_t)strtoul(argv[4], NULL, 10));
-    if (argc == 4 && strcmp(argv[1], "model") == 0)
-        return model(argv[2], (uint32_t)strtoul(argv[3], NULL, 10));
+    if (argc >= 4 && strcmp(argv[1], "model") == 0)
+        return model(argv[2], (uint32_t)strtoul(argv[3], NULL, 10), argc - 4, argv + 4);
     if ((argc == 3 || argc == 4) && strcmp(argv[1], "compare") == 0)
         return compare(argv[2], argc == 4 ? (uint32_t)strtoul(argv[3], NULL, 10) : 0u);
-    fprintf(stderr, "usage: alloc pair [N] | synth SEED OPS STREAMS | model FILE.onnx STREAMS | compare TRACE [TICKS]\n");
+    fprintf(stderr, "usage: alloc pair [N] | synth SEED OPS STREAMS | model FILE.onnx STREAMS [--input-shape=..] [--input-value=..] | compare TRACE [TICKS]\n");
     return 2;
 }

@@ -263,10 +263,24 @@ if [ -x "$build/alloc" ]; then
         "$build/alloc" synth 1 20000 $n > "$data/alloc_synth$n.trace"
         traces+=("$data/alloc_synth$n.trace")
     done
-    for m in isnet_fp16 lk_turn_detector oww_embedding; do
-        f="${AG_CORPUS_DIR:-$HOME/.cache/aliasguard/corpus}/$m.onnx"
-        [ -f "$f" ] || continue
-        "$build/alloc" model "$f" 4 > "$data/alloc_$m.trace" && traces+=("$data/alloc_$m.trace")
+    # Model traces with the inputs bound as the manifest says (a dynamic
+    # dimension left open would make tensors of unknown size).
+    for m in isnet_fp16 ppocr_v4_det lk_turn_detector oww_embedding; do
+        f="$corpus_dir/$m.onnx"
+        if [ ! -f "$f" ] || [ ! -f "$manifest" ] || ! command -v python3 >/dev/null; then
+            continue
+        fi
+        binds=$(python3 - "$manifest" "$m" <<'EOF'
+import json, sys
+for m in json.load(open(sys.argv[1]))["models"]:
+    if m["id"] == sys.argv[2]:
+        ins = m.get("inputs", {}).items()
+        print(" ".join(["--input-shape=%s=%s" % (n, ",".join(str(d) for d in s.get("dims", []))) for n, s in ins] +
+                       ["--input-value=%s=%s" % (n, s["value"]) for n, s in ins if "value" in s]))
+EOF
+        )
+        # shellcheck disable=SC2086 # bindings are separate words
+        "$build/alloc" model "$f" 4 $binds > "$data/alloc_$m.trace" && traces+=("$data/alloc_$m.trace")
     done
     for t in "${traces[@]}"; do
         for ticks in 0 8; do

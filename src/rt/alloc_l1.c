@@ -146,7 +146,15 @@ static ag_status l1_take(ag_memalloc *a, uint64_t size, ag_span **out)
         goto done;
     if (a->cfg.steal && !a->steal_tried && (s = steal(a, size)) != NULL)
         goto done;
-    uint64_t seg = size < a->cfg.l1_segment ? round_up(a->cfg.l1_segment, a->cfg.page_size) : size;
+    uint64_t seg = size;
+    if (size < a->cfg.l1_segment) {
+        seg = round_up(a->cfg.l1_segment, a->cfg.page_size);
+        /* With fine regions L1 grows geometrically up to a segment: it asks
+         * for as much as it holds already, so that a small graph holds
+         * little and a large one makes few device calls. */
+        if (a->cfg.mode == AG_ALLOC_MULTI && a->cfg.steal && a->s.reserved < seg)
+            seg = a->s.reserved > size ? round_up(a->s.reserved, a->cfg.page_size) : size;
+    }
     ag_status st = ag_heap_grow(h, seg);
     if (st == AG_ENOMEM && seg > size)
         st = ag_heap_grow(h, size);

@@ -11,6 +11,8 @@ config.test_exec_root = os.path.join(config.ag_binary_dir, "tests", "lit-out")
 config.excludes = ["Inputs", "lit.cfg.py", "lit.site.cfg.py.in"]
 config.substitutions.append(("%ag", config.aliasguard))
 config.substitutions.append(("%FileCheck", config.filecheck))
+# %bench-alloc is the allocator benchmark (bench/alloc.c): its model traces
+config.substitutions.append(("%bench-alloc", os.path.join(config.ag_binary_dir, "alloc")))
 config.substitutions.append(("%examples", os.path.join(config.ag_source_dir, "examples")))
 config.environment["ASAN_OPTIONS"] = os.environ.get("ASAN_OPTIONS", "")
 config.environment["UBSAN_OPTIONS"] = os.environ.get("UBSAN_OPTIONS", "")

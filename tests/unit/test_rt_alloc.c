@@ -752,6 +752,45 @@ static void test_streams_256(void **state)
 
 /* A device of 6 MiB: stream 0 fills and frees (its pools keep the memory),
  * stream 1 then needs memory: L1 trims, the pools give back, the retry wins. */
+/* With fine regions (steal), L1 asks the device for as much as it holds
+ * already, up to one segment: a 4 KiB graph holds one 256 KiB region, and
+ * each later growth doubles what is held until segments are 2 MiB.
+ * Without steal (or in the baseline) the first growth is a whole segment. */
+static void test_l1_geometric(void **state)
+{
+    (void)state;
+    for (int steal = 1; steal >= 0; steal--) {
+        fix f;
+        fix_open(&f, 1, AG_ALLOC_MULTI, 0);
+        f.a->cfg.steal = (uint32_t)steal;
+        ag_block *b[64];
+        b[0] = xmalloc(&f, 0, 4096);
+        ag_alloc_stats s = stats(f.a);
+        assert_int_equal(s.device_allocs, 1);
+        assert_int_equal(s.reserved, steal ? 256u << 10 : 2u << 20);
+        /* 256 KiB blocks, each filling a small region of its own */
+        uint64_t held[6] = {s.reserved};
+        for (int k = 1; k < 64; k++) {
+            b[k] = xmalloc(&f, 0, 256u << 10);
+            s = stats(f.a);
+            if (s.device_allocs <= 6 && !held[s.device_allocs - 1])
+                held[s.device_allocs - 1] = s.reserved;
+        }
+        if (steal) {
+            /* 256 KiB, then as much again each time: 512 KiB, 1, 2, 4, 6 MiB */
+            static const uint64_t want[6] = {256u << 10, 512u << 10, 1u << 20, 2u << 20, 4u << 20, 6u << 20};
+            for (int k = 0; k < 6; k++)
+                assert_int_equal(held[k], want[k]);
+        } else {
+            for (int k = 1; k < 6; k++)
+                assert_int_equal(held[k], held[k - 1] + (2u << 20));
+        }
+        for (int k = 0; k < 64; k++)
+            assert_int_equal(ag_alloc_free(f.a, b[k], 0), AG_OK);
+        fix_close(&f);
+    }
+}
+
 static void test_trim_and_retry(void **state)
 {
     (void)state;
@@ -1056,6 +1095,7 @@ int main(void)
         cmocka_unit_test(test_join_after_send),
         cmocka_unit_test(test_borrow_larger_then_again),
         cmocka_unit_test(test_streams_256),
+        cmocka_unit_test(test_l1_geometric),
         cmocka_unit_test(test_trim_and_retry),
         cmocka_unit_test(test_baseline),
         cmocka_unit_test(test_host_memory_shared),
