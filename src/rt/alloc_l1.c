@@ -149,11 +149,13 @@ static ag_status l1_take(ag_memalloc *a, uint64_t size, ag_span **out)
     uint64_t seg = size;
     if (size < a->cfg.l1_segment) {
         seg = round_up(a->cfg.l1_segment, a->cfg.page_size);
-        /* With fine regions L1 grows geometrically up to a segment: it asks
-         * for as much as it holds already, so that a small graph holds
-         * little and a large one makes few device calls. */
-        if (a->cfg.mode == AG_ALLOC_MULTI && a->cfg.steal && a->s.reserved < seg)
-            seg = a->s.reserved > size ? round_up(a->s.reserved, a->cfg.page_size) : size;
+        /* With fine regions L1 grows geometrically up to a segment: a
+         * quarter segment first, then as much as it holds already, so that
+         * a small graph holds little and a large one makes few device calls. */
+        if (a->cfg.mode == AG_ALLOC_MULTI && a->cfg.steal && a->s.reserved < seg) {
+            uint64_t want = a->s.reserved > seg / 4u ? a->s.reserved : seg / 4u;
+            seg = want > size ? round_up(want, a->cfg.page_size) : size;
+        }
     }
     ag_status st = ag_heap_grow(h, seg);
     if (st == AG_ENOMEM && seg > size)

@@ -752,10 +752,11 @@ static void test_streams_256(void **state)
 
 /* A device of 6 MiB: stream 0 fills and frees (its pools keep the memory),
  * stream 1 then needs memory: L1 trims, the pools give back, the retry wins. */
-/* With fine regions (steal), L1 asks the device for as much as it holds
- * already, up to one segment: a 4 KiB graph holds one 256 KiB region, and
- * each later growth doubles what is held until segments are 2 MiB.
- * Without steal (or in the baseline) the first growth is a whole segment. */
+/* With fine regions (steal), L1 asks the device for a quarter segment
+ * first, then for as much as it holds already, up to one segment: a 4 KiB
+ * graph holds 512 KiB (two 256 KiB small regions), and each later growth
+ * doubles what is held until segments are 2 MiB.  Without steal (or in
+ * the baseline) the first growth is a whole segment. */
 static void test_l1_geometric(void **state)
 {
     (void)state;
@@ -767,7 +768,7 @@ static void test_l1_geometric(void **state)
         b[0] = xmalloc(&f, 0, 4096);
         ag_alloc_stats s = stats(f.a);
         assert_int_equal(s.device_allocs, 1);
-        assert_int_equal(s.reserved, steal ? 256u << 10 : 2u << 20);
+        assert_int_equal(s.reserved, steal ? 512u << 10 : 2u << 20);
         /* 256 KiB blocks, each filling a small region of its own */
         uint64_t held[6] = {s.reserved};
         for (int k = 1; k < 64; k++) {
@@ -777,8 +778,8 @@ static void test_l1_geometric(void **state)
                 held[s.device_allocs - 1] = s.reserved;
         }
         if (steal) {
-            /* 256 KiB, then as much again each time: 512 KiB, 1, 2, 4, 6 MiB */
-            static const uint64_t want[6] = {256u << 10, 512u << 10, 1u << 20, 2u << 20, 4u << 20, 6u << 20};
+            /* 512 KiB, then as much again each time: 1, 2, 4 MiB, then 2 MiB */
+            static const uint64_t want[6] = {512u << 10, 1u << 20, 2u << 20, 4u << 20, 6u << 20, 8u << 20};
             for (int k = 0; k < 6; k++)
                 assert_int_equal(held[k], want[k]);
         } else {
