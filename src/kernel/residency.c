@@ -283,11 +283,15 @@ ag_status ag_residency_close(ag_residency *c, const ag_residency_ops *ops)
     c->closing = true;
     ag_status st = AG_OK;
     /* Retiring keeps every other field, so a captured packet still finds its
-     * slot and is rejected as stale, never executed.  A retry rewrites every
-     * slot: the writes are idempotent. */
+     * slot and is rejected as stale, never executed.  A retry copies every
+     * slot again; a slot already retired is not written again, because the
+     * copies of a failed attempt may still be reading it (a copy reads its
+     * host source when it runs on the stream, and a failed attempt may not
+     * have waited for them). */
     for (uint32_t k = 0; k < c->count && c->descriptors && st == AG_OK; k++) {
         ag_residency_entry *e = &c->entries[k];
-        e->res.generation = AG_RESIDENCY_RETIRED_GENERATION;
+        if (e->res.generation != AG_RESIDENCY_RETIRED_GENERATION)
+            e->res.generation = AG_RESIDENCY_RETIRED_GENERATION;
         st = ops->copy_h2d(ops->ud, e->descriptor_address, &e->res, sizeof e->res);
     }
     if (st == AG_OK)
