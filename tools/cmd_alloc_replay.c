@@ -30,6 +30,9 @@ void cmd_alloc_replay_help(FILE *f)
           "  --no-borrow      multi mode without the borrow allocator (L3)\n"
           "  --no-steal       multi mode without moving free pool regions between\n"
           "                   streams (large requests cut from shared large regions)\n"
+          "  --poll-every N   multi mode: poll the deferred frees' events at every N-th\n"
+          "                   allocation, besides a pool miss (default 4; 0: only at a\n"
+          "                   pool miss; 1: at every allocation, as the baseline)\n"
           "  --check          verify that no block is handed out again before every\n"
           "                   stream that used its memory is ordered before the new user\n"
           "  -h, --help       this help\n"
@@ -81,7 +84,7 @@ int cmd_alloc_replay(int argc, char **argv)
 {
     cli_args a = {argc, argv, 1, "alloc-replay", false};
     const char *input = NULL, *val = NULL, *mode = "both";
-    uint64_t capacity = 0, repeat = 1, ticks = 0;
+    uint64_t capacity = 0, repeat = 1, ticks = 0, poll_every = UINT64_MAX;
     bool check = false, borrow = true, steal = true;
     while (a.i < a.argc) {
         int r;
@@ -123,6 +126,13 @@ int cmd_alloc_replay(int argc, char **argv)
                     return CLI_EXIT_USAGE;
                 if (repeat == 0 || repeat > 1000)
                     return cli_usage_error(a.cmd, "--repeat expects 1 to 1000");
+                continue;
+            }
+            if ((r = cli_opt_value(&a, "--poll-every", NULL, &val)) != 0) {
+                if (r < 0 || !cli_parse_u64(a.cmd, "--poll-every", val, &poll_every))
+                    return CLI_EXIT_USAGE;
+                if (poll_every > UINT32_MAX)
+                    return cli_usage_error(a.cmd, "--poll-every expects 0 to %u", UINT32_MAX);
                 continue;
             }
             if ((r = cli_opt_value(&a, "--kernel-ticks", NULL, &val)) != 0) {
@@ -180,6 +190,8 @@ int cmd_alloc_replay(int argc, char **argv)
         c.mode = (ag_alloc_mode)m;
         c.borrow = borrow;
         c.steal = steal;
+        if (poll_every != UINT64_MAX)
+            c.poll_every = (uint32_t)poll_every;
         for (uint64_t k = 0; k < repeat; k++) {
             ag_alloc_replay_result r = {.size = sizeof r};
             ag_alloc_replay_opts o = {.size = sizeof o, .check = check, .kernel_ticks = (uint32_t)ticks};

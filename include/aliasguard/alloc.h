@@ -61,6 +61,10 @@ typedef struct ag_alloc_config {
                             * by an event (stream wait, no host blocking), and every
                             * large request gets a region of its own (rounded to
                             * large_round) so that regions empty often (1) */
+    uint32_t poll_every;   /* multi mode: the events of deferred frees are polled when
+                            * a pool cannot serve a request, and otherwise at every
+                            * poll_every-th allocation (0: only then; 1: at each one,
+                            * as the baseline does; 4) */
 } ag_alloc_config;
 
 void ag_alloc_config_default(ag_alloc_config *cfg);

@@ -291,6 +291,7 @@ struct ag_memalloc {
     ag_dev_event **spare_ev; /* event pool (deferred frees, region moves) */
     uint32_t nspare_ev, capspare_ev, nev;
     uint64_t npend;  /* deferred-free entries queued over every stream */
+    uint32_t poll_tick; /* multi mode: allocations since the last poll (cfg.poll_every) */
     uint32_t grow_stream; /* the stream whose pool is growing (region moves) */
     ag_heap *grow_heap;
     bool steal_tried; /* the growing pool found no region to move: L1 need not look again */

@@ -43,10 +43,16 @@ static void global_recycle(ag_memalloc *a, ag_block *b, uint32_t stream)
 
 ag_status ag_multi_malloc(ag_memalloc *a, uint32_t stream, uint64_t size, ag_block **out)
 {
-    if (a->npend)
+    /* A poll at every allocation mostly asks again for events already
+     * found busy: it is due every poll_every-th one, and at a pool miss. */
+    if (a->npend && a->cfg.poll_every && ++a->poll_tick >= a->cfg.poll_every) {
+        a->poll_tick = 0;
         AG_TRY(ag_base_poll(a, false));
+    }
     uint64_t r = ag_pool_round(a, size);
     ag_astream *as = &a->st[stream];
+    bool polled = false;
+again:;
     ag_block *b = ag_recent_take(a, stream, r);
     if (b) {
         ag_handout(a, b, stream, size);
@@ -63,6 +69,15 @@ ag_status ag_multi_malloc(ag_memalloc *a, uint32_t stream, uint64_t size, ag_blo
     span = ag_heap_take(&as->pool[pool], r);
     if (!span && a->cfg.borrow && as->borrow.count)
         lent = ag_borrow_take(a, &as->borrow, r, 2u * r);
+    if (!span && !lent && a->npend && !polled) {
+        /* before growing: what the deferred frees' events release (into
+         * the pool or the recent blocks), then look again */
+        ag_block_put(a, b);
+        polled = true;
+        a->poll_tick = 0;
+        AG_TRY(ag_base_poll(a, false));
+        goto again;
+    }
     if (!span && !lent) {
         ag_status st = ag_pool_take(a, stream, r, true, &pool, &span);
         if (st == AG_ENOMEM && a->cfg.borrow && as->borrow.count)

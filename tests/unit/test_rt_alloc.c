@@ -329,6 +329,7 @@ static void test_polled_fallback(void **state)
     (void)state;
     fix f;
     fix_open(&f, 2, AG_ALLOC_MULTI, 0);
+    f.a->cfg.poll_every = 1; /* the fallback polled at every allocation */
     atomic_int open = 0;
     gate(&f, 1, &open);
     ag_block *b = xmalloc(&f, 0, 4096);
@@ -361,6 +362,64 @@ static void test_polled_fallback(void **state)
     fix_close(&f);
 }
 
+/* When the deferred frees' events are polled (poll_every): with 0, only
+ * when a pool cannot serve a request; then what the poll releases serves
+ * it instead of growth.  With 3, at every third allocation as well. */
+static void test_poll_every(void **state)
+{
+    (void)state;
+    for (uint32_t every = 0; every <= 3; every += 3) {
+        fix f;
+        fix_open(&f, 2, AG_ALLOC_MULTI, 0);
+        f.a->cfg.poll_every = every;
+        atomic_int open = 0;
+        /* stream 1's pool holds a region from now on */
+        ag_block *w = xmalloc(&f, 1, 4096);
+        assert_int_equal(ag_alloc_free(f.a, w, 1), AG_OK);
+        gate(&f, 1, &open);
+        /* fill stream 0's first small region (256 KiB) but for b */
+        ag_block *b = xmalloc(&f, 0, 128u << 10);
+        ag_block *fill = xmalloc(&f, 0, 128u << 10);
+        void *p = ag_block_ptr(b);
+        assert_int_equal(ag_alloc_access(f.a, b, 1), AG_OK);
+        assert_int_equal(ag_alloc_free(f.a, b, 1), AG_OK);
+        assert_int_equal(ag_alloc_free(f.a, b, 0), AG_OK);
+        ag_alloc_stats s = stats(f.a);
+        assert_int_equal(s.pending, 128u << 10);
+        uint64_t polls = s.event_polls, grown = s.device_allocs;
+        atomic_store(&open, 1);
+        assert_int_equal(ag_dev_stream_synchronize(f.dev, f.s[1]), AG_OK);
+        /* two allocations stream 1's pool serves: no poll yet */
+        ag_block *x = xmalloc(&f, 1, 4096);
+        ag_block *y = xmalloc(&f, 1, 4096);
+        s = stats(f.a);
+        assert_int_equal(s.event_polls, polls);
+        assert_int_equal(s.pending, 128u << 10);
+        ag_block *z = NULL;
+        if (every == 3) {
+            /* the third is due to poll: b goes home */
+            z = xmalloc(&f, 1, 4096);
+            s = stats(f.a);
+            assert_int_equal(s.event_polls, polls + 1);
+            assert_int_equal(s.pending, 0);
+        }
+        /* stream 0's pool is full: the miss polls (every == 0) and b's
+         * memory serves the request, with no growth */
+        ag_block *c = xmalloc(&f, 0, 128u << 10);
+        assert_ptr_equal(ag_block_ptr(c), p);
+        s = stats(f.a);
+        assert_int_equal(s.pending, 0);
+        assert_int_equal(s.polled_recycles, 1);
+        assert_int_equal(s.device_allocs, grown);
+        ag_block *done[] = {fill, x, y, c};
+        for (int k = 0; k < 4; k++)
+            assert_int_equal(ag_alloc_free(f.a, done[k], k == 1 || k == 2 ? 1 : 0), AG_OK);
+        if (z)
+            assert_int_equal(ag_alloc_free(f.a, z, 1), AG_OK);
+        fix_close(&f);
+    }
+}
+
 /* A fallback event seen complete at the last free also completes every
  * older one of its stream (a stream runs in order): the queued entry of an
  * earlier block is popped by the next poll without asking the device. */
@@ -369,6 +428,7 @@ static void test_later_point_seen(void **state)
     (void)state;
     fix f;
     fix_open(&f, 2, AG_ALLOC_MULTI, 0);
+    f.a->cfg.poll_every = 1; /* the fallback polled at every allocation */
     atomic_int open = 0;
     gate(&f, 1, &open);
     ag_block *b = xmalloc(&f, 0, 4096);
@@ -627,6 +687,7 @@ static void test_join_after_send(void **state)
     (void)state;
     fix f;
     fix_open(&f, 4, AG_ALLOC_MULTI, 0);
+    f.a->cfg.poll_every = 1; /* the fallback polled at every allocation */
     atomic_int open = 0;
     gate(&f, 2, &open);
     ag_block *b = xmalloc(&f, 0, 4096);
@@ -1087,6 +1148,7 @@ int main(void)
         cmocka_unit_test(test_birth_recycle),
         cmocka_unit_test(test_local_borrow_home),
         cmocka_unit_test(test_polled_fallback),
+        cmocka_unit_test(test_poll_every),
         cmocka_unit_test(test_later_point_seen),
         cmocka_unit_test(test_region_move),
         cmocka_unit_test(test_region_move_seen),
