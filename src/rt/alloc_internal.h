@@ -71,8 +71,10 @@ struct ag_heap {
     uint64_t binmap[AG_BINWORDS];
     ag_region *regions;
     ag_region *spare_regions; /* unused region records */
-    ag_span *spare;          /* unused span nodes */
-    uint32_t nspare;
+    ag_span *spare;          /* unused span nodes given back */
+    ag_span *fresh;          /* never used nodes of the newest chunk, handed out in order */
+    uint32_t nfresh;
+    uint32_t nspare;         /* both kinds */
     void **chunks;           /* node chunks, for destroy */
     uint32_t nchunks, capchunks;
     uint64_t reserved, used; /* bytes in regions, bytes in taken spans */

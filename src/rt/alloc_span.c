@@ -126,8 +126,13 @@ static void node_put(ag_heap *h, ag_span *s)
 static ag_span *node_get(ag_heap *h)
 {
     ag_span *s = h->spare;
-    ag_assert(s);
-    h->spare = s->fnext;
+    if (s) {
+        h->spare = s->fnext;
+    } else {
+        ag_assert(h->nfresh);
+        s = h->fresh++;
+        h->nfresh--;
+    }
     h->nspare--;
     memset(s, 0, sizeof *s);
     return s;
@@ -137,6 +142,12 @@ ag_status ag_heap_reserve(ag_heap *h)
 {
     if (h->nspare >= 2)
         return AG_OK;
+    /* the newest chunk's last node joins the given-back ones */
+    while (h->nfresh) {
+        node_put(h, h->fresh++);
+        h->nfresh--;
+        h->nspare--;
+    }
     if (h->nchunks == h->capchunks) {
         uint32_t nc = h->capchunks ? h->capchunks * 2u : 8u;
         void **c = ag_realloc(h->ctx, h->chunks, h->capchunks * sizeof *c, nc * sizeof *c);
@@ -149,8 +160,10 @@ ag_status ag_heap_reserve(ag_heap *h)
     if (!chunk)
         return AG_OOM(h->ctx);
     h->chunks[h->nchunks++] = chunk;
-    for (uint32_t k = 0; k < AG_SPAN_CHUNK; k++)
-        node_put(h, &chunk[k]);
+    /* nodes are touched when first handed out, not all at once here */
+    h->fresh = chunk;
+    h->nfresh = AG_SPAN_CHUNK;
+    h->nspare += AG_SPAN_CHUNK;
     return AG_OK;
 }
 
