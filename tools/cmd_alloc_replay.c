@@ -31,7 +31,7 @@ void cmd_alloc_replay_help(FILE *f)
           "  --no-steal       multi mode without moving free pool regions between\n"
           "                   streams (large requests cut from shared large regions)\n"
           "  --poll-every N   multi mode: poll the deferred frees' events at every N-th\n"
-          "                   allocation, besides a pool miss (default 4; 0: only at a\n"
+          "                   allocation, besides a pool miss (default 3; 0: only at a\n"
           "                   pool miss; 1: at every allocation, as the baseline)\n"
           "  --check          verify that no block is handed out again before every\n"
           "                   stream that used its memory is ordered before the new user\n"

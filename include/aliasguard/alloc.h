@@ -64,7 +64,7 @@ typedef struct ag_alloc_config {
     uint32_t poll_every;   /* multi mode: the events of deferred frees are polled when
                             * a pool cannot serve a request, and otherwise at every
                             * poll_every-th allocation (0: only then; 1: at each one,
-                            * as the baseline does; 4) */
+                            * as the baseline does; 3) */
 } ag_alloc_config;
 
 void ag_alloc_config_default(ag_alloc_config *cfg);

@@ -26,7 +26,7 @@ void ag_alloc_config_default(ag_alloc_config *c)
     c->l1_cache_limit = UINT64_MAX;
     c->borrow = 1;
     c->steal = 1;
-    c->poll_every = 4;
+    c->poll_every = 3;
 }
 
 const char *ag_alloc_mode_name(ag_alloc_mode m)
