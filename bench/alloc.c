@@ -13,6 +13,7 @@
  *                                  the timing model: kernels of TICKS host
  *                                  operations (default 0, an idle device) */
 #define _POSIX_C_SOURCE 200809L
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,9 +31,10 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* ctx NULL: a failed system call, errno says why */
 static int die(const char *what, ag_ctx *ctx)
 {
-    fprintf(stderr, "alloc bench: %s: %s\n", what, ctx ? ag_ctx_errmsg(ctx) : "");
+    fprintf(stderr, "alloc bench: %s: %s\n", what, ctx ? ag_ctx_errmsg(ctx) : strerror(errno));
     return 2;
 }
 
@@ -183,7 +185,7 @@ static int model(const char *path, uint32_t n, int nbind, char **bind)
     free(shapes);
     free(values);
     if (ist != AG_OK)
-        return die(path, ctx);
+        return die("model", ctx); /* the message names the file */
     uint32_t cap = ag_graph_node_capacity(g), cnt = 0;
     ag_node_id *order = calloc(ag_graph_node_count(g) + 1u, sizeof *order);
     uint32_t *stream = calloc(cap, sizeof *stream), *pos = calloc(cap, sizeof *pos);
@@ -284,7 +286,7 @@ static int compare(const char *path, uint32_t ticks)
     ag_alloc_trace *t = NULL;
     ag_device *dev = NULL;
     if (ag_alloc_trace_parse(ctx, path, text, (size_t)len, &t) || ag_device_sim_create(ctx, NULL, &dev))
-        return die(path, ctx);
+        return die("compare", ctx); /* the message names the file and line */
     ag_alloc_replay_result best[2];
     /* the modes alternate, so that a slow spell of a shared machine
      * weighs on both */
