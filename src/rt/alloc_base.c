@@ -183,7 +183,7 @@ bool ag_pend_record(ag_memalloc *a, uint32_t u, ag_block *b, bool query, ag_stat
         if (ev)
             a->spare_ev[a->nspare_ev++] = ev;
         ag_hb_join(a, UINT32_MAX, mark);
-        s->ev_done = ++s->ev_seq;
+        ag_epoch_done(a, u);
         return true;
     }
     ag_bpend *p = &s->pend[s->npend++];

@@ -258,6 +258,19 @@ static void region_unlink(ag_heap *h, ag_region *r)
     h->nregions--;
 }
 
+/* Lists region r in h and returns the one free span that covers it (h has
+ * a node reserved). */
+static ag_span *region_enter(ag_heap *h, ag_region *r)
+{
+    region_link(h, r);
+    ag_span *s = node_get(h);
+    s->addr = r->addr;
+    s->size = r->size;
+    s->region = r;
+    s->is_free = true;
+    return s;
+}
+
 /* The span of a wholly free region leaves h's bins and whole set; its
  * region, still listed, is returned. */
 static ag_region *whole_out(ag_heap *h, ag_span *s)
@@ -297,14 +310,8 @@ static ag_status grow_span(ag_heap *h, uint64_t size, ag_span **out)
         return st;
     }
     ag_assert(got >= size && got % h->quantum == 0);
-    size = got;
-    r->size = size;
-    region_link(h, r);
-    ag_span *s = node_get(h);
-    s->addr = r->addr;
-    s->size = size;
-    s->region = r;
-    s->is_free = true;
+    r->size = got;
+    ag_span *s = region_enter(h, r);
     if (h->poison)
         ag_rt_mark_noaccess((void *)s->addr, s->size);
     *out = s;
@@ -374,13 +381,7 @@ ag_span *ag_heap_adopt(ag_heap *to, ag_span *s, uint64_t size)
     ag_assert(from != to && size <= s->size);
     ag_region *r = whole_out(from, s);
     region_unlink(from, r);
-    region_link(to, r);
-    ag_span *n = node_get(to);
-    n->addr = r->addr;
-    n->size = r->size;
-    n->region = r;
-    n->is_free = true;
-    return carve(to, n, size);
+    return carve(to, region_enter(to, r), size);
 }
 
 static void region_release(ag_heap *h, ag_region *r)
