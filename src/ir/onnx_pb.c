@@ -291,80 +291,78 @@ ag_status ag_onnx_tensor(ag_graph *g, const char *file, const char *what, const 
         return st == AG_ENOMEM ? AG_OOM(ctx) : st;
     }
 
-    /* Typed fields: re-encode as little-endian bytes. */
+    /* Typed fields: re-encode as little-endian bytes.  The field's count is
+     * checked first, so a shape that claims more than the file holds is an
+     * error, not an allocation of what it claims. */
+    const char *field;
+    size_t have;
+    uint64_t want = numel;
+    unsigned w = bits / 8;
+    switch (dt) {
+    case AG_DT_F32:
+    case AG_DT_C64:
+        field = "float_data", have = tp->n_float_data, want = dt == AG_DT_C64 ? 2 * numel : numel;
+        break;
+    case AG_DT_F64:
+    case AG_DT_C128:
+        field = "double_data", have = tp->n_double_data, want = dt == AG_DT_C128 ? 2 * numel : numel;
+        break;
+    case AG_DT_I64:
+        field = "int64_data", have = tp->n_int64_data;
+        break;
+    case AG_DT_U32:
+    case AG_DT_U64:
+        field = "uint64_data", have = tp->n_uint64_data;
+        break;
+    default:
+        /* Everything of 32 bits or fewer: one int32_data entry per element
+         * (16-bit floats as their bit pattern); 4-bit types hold one packed
+         * byte (two elements) per entry. */
+        field = "int32_data", have = tp->n_int32_data;
+        w = bits >= 8 ? bits / 8 : 1;
+        want = bits >= 8 ? numel : nbytes;
+        break;
+    }
+    if (have != want)
+        return count_error(ctx, file, what, field, have, want);
     uint8_t *buf = ag_alloc(ctx, (size_t)nbytes);
     if (!buf)
         return AG_OOM(ctx);
-    ag_status st = AG_OK;
     switch (dt) {
     case AG_DT_F32:
-    case AG_DT_C64: {
-        uint64_t want = dt == AG_DT_C64 ? 2 * numel : numel;
-        if (tp->n_float_data != want) {
-            st = count_error(ctx, file, what, "float_data", tp->n_float_data, want);
-            break;
-        }
+    case AG_DT_C64:
         for (uint64_t k = 0; k < want; k++) {
             uint32_t u;
             memcpy(&u, &tp->float_data[k], 4);
             put_le(buf + 4 * k, u, 4);
         }
         break;
-    }
     case AG_DT_F64:
-    case AG_DT_C128: {
-        uint64_t want = dt == AG_DT_C128 ? 2 * numel : numel;
-        if (tp->n_double_data != want) {
-            st = count_error(ctx, file, what, "double_data", tp->n_double_data, want);
-            break;
-        }
+    case AG_DT_C128:
         for (uint64_t k = 0; k < want; k++) {
             uint64_t u;
             memcpy(&u, &tp->double_data[k], 8);
             put_le(buf + 8 * k, u, 8);
         }
         break;
-    }
     case AG_DT_I64:
-        if (tp->n_int64_data != numel) {
-            st = count_error(ctx, file, what, "int64_data", tp->n_int64_data, numel);
-            break;
-        }
-        for (uint64_t k = 0; k < numel; k++)
+        for (uint64_t k = 0; k < want; k++)
             put_le(buf + 8 * k, (uint64_t)tp->int64_data[k], 8);
         break;
     case AG_DT_U32:
-    case AG_DT_U64: {
-        unsigned w = bits / 8;
-        if (tp->n_uint64_data != numel) {
-            st = count_error(ctx, file, what, "uint64_data", tp->n_uint64_data, numel);
-            break;
-        }
-        for (uint64_t k = 0; k < numel; k++)
+    case AG_DT_U64:
+        for (uint64_t k = 0; k < want; k++)
             put_le(buf + w * k, tp->uint64_data[k], w);
         break;
-    }
-    default: {
-        /* Everything of 32 bits or fewer: one int32_data entry per element
-         * (16-bit floats as their bit pattern); 4-bit types hold one packed
-         * byte (two elements) per entry. */
-        unsigned w = bits >= 8 ? bits / 8 : 1;
-        uint64_t want = bits >= 8 ? numel : nbytes;
-        if (tp->n_int32_data != want) {
-            st = count_error(ctx, file, what, "int32_data", tp->n_int32_data, want);
-            break;
-        }
+    default:
         for (uint64_t k = 0; k < want; k++)
             put_le(buf + w * k, (uint32_t)tp->int32_data[k], w);
         break;
     }
-    }
-    if (st == AG_OK) {
-        t.data = buf;
-        st = ag_graph_make_tensor(g, &t, out);
-        if (st == AG_ENOMEM)
-            st = AG_OOM(ctx);
-    }
+    t.data = buf;
+    ag_status st = ag_graph_make_tensor(g, &t, out);
+    if (st == AG_ENOMEM)
+        st = AG_OOM(ctx);
     ag_free(ctx, buf, (size_t)nbytes);
     return st;
 }

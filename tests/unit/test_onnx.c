@@ -1029,6 +1029,11 @@ static void test_error_tensors(void **state)
     buf = one_init(ob_tensor("w", 1, 1, D3), &len);
     import_fails(buf, len, AG_EPARSE, "initializer 'w' of graph 'm' has no data");
 
+    /* a shape that claims 256 TiB beside two values: refused by count, not
+     * by trying to allocate what it claims */
+    buf = one_init(ob_tensor_f32("w", 3, (const int64_t[]){1 << 20, 1 << 20, 64}, v, 2), &len);
+    import_fails(buf, len, AG_EPARSE, "initializer 'w' of graph 'm' has 2 values in float_data, its shape needs 70368744177664");
+
     buf = one_init(ob_tensor_raw("w", 77, 1, D3, v, 8), &len);
     import_fails(buf, len, AG_EUNSUPPORTED, "data type 77 of initializer 'w' of graph 'm' is not supported");
 
