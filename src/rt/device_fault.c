@@ -78,7 +78,18 @@ static bool inject(fault_dev *w, ag_dev_entry e, ag_dev_stream *s, ag_status *st
     return true;
 }
 
-#define INJECT(w, e, s)                                  \
+/* A call that enqueues nothing: counts it, returns the injected failure. */
+#define INJECT(w, e)                                          \
+    do {                                                      \
+        ag_status inj_st_;                                    \
+        bool inj_deferred_ = false;                           \
+        if (inject((w), (e), NULL, &inj_st_, &inj_deferred_)) \
+            return inj_st_;                                   \
+    } while (0)
+
+/* A call that enqueues on stream s: the same, and deferred_ says whether a
+ * failing kernel went ahead of it (for settle). */
+#define INJECT_ON(w, e, s)                               \
     bool deferred_ = false;                              \
     do {                                                 \
         ag_status inj_st_;                               \
@@ -109,8 +120,7 @@ static void fault_destroy(void *impl)
 static ag_status fault_mem_alloc(void *impl, ag_mem_type type, size_t bytes, size_t align, void **out)
 {
     fault_dev *w = impl;
-    INJECT(w, AG_DEV_E_MEM_ALLOC, NULL);
-    (void)deferred_;
+    INJECT(w, AG_DEV_E_MEM_ALLOC);
     return ag_dev_mem_alloc(w->inner, type, bytes, align, out);
 }
 
@@ -124,21 +134,21 @@ static ag_status fault_memcpy_async(void *impl, ag_dev_copy_kind kind, void *dst
                                     ag_dev_stream *s)
 {
     fault_dev *w = impl;
-    INJECT(w, AG_DEV_E_MEMCPY, s);
+    INJECT_ON(w, AG_DEV_E_MEMCPY, s);
     return settle(w, deferred_, ag_dev_memcpy_async(w->inner, kind, dst, src, n, s));
 }
 
 static ag_status fault_memset_async(void *impl, void *dst, int value, size_t n, ag_dev_stream *s)
 {
     fault_dev *w = impl;
-    INJECT(w, AG_DEV_E_MEMSET, s);
+    INJECT_ON(w, AG_DEV_E_MEMSET, s);
     return settle(w, deferred_, ag_dev_memset_async(w->inner, dst, value, n, s));
 }
 
 static ag_status fault_launch(void *impl, ag_dev_stream *s, ag_dev_kernel_fn fn, void *arg, const char *name)
 {
     fault_dev *w = impl;
-    INJECT(w, AG_DEV_E_LAUNCH, s);
+    INJECT_ON(w, AG_DEV_E_LAUNCH, s);
     return settle(w, deferred_, ag_dev_launch(w->inner, s, fn, arg, name));
 }
 
@@ -147,15 +157,14 @@ static ag_status fault_launch_copy(void *impl, ag_dev_stream *s, ag_dev_kernel_f
                                    const char *name)
 {
     fault_dev *w = impl;
-    INJECT(w, AG_DEV_E_LAUNCH, s);
+    INJECT_ON(w, AG_DEV_E_LAUNCH, s);
     return settle(w, deferred_, ag_dev_launch_copy(w->inner, s, fn, args, n, name));
 }
 
 static ag_status fault_stream_create(void *impl, ag_dev_stream **out)
 {
     fault_dev *w = impl;
-    INJECT(w, AG_DEV_E_STREAM_CREATE, NULL);
-    (void)deferred_;
+    INJECT(w, AG_DEV_E_STREAM_CREATE);
     return ag_dev_stream_create(w->inner, out);
 }
 
@@ -168,16 +177,14 @@ static void fault_stream_destroy(void *impl, ag_dev_stream *s)
 static ag_status fault_stream_synchronize(void *impl, ag_dev_stream *s)
 {
     fault_dev *w = impl;
-    INJECT(w, AG_DEV_E_STREAM_SYNC, NULL);
-    (void)deferred_;
+    INJECT(w, AG_DEV_E_STREAM_SYNC);
     return ag_dev_stream_synchronize(w->inner, s);
 }
 
 static ag_status fault_event_create(void *impl, ag_dev_event **out)
 {
     fault_dev *w = impl;
-    INJECT(w, AG_DEV_E_EVENT_CREATE, NULL);
-    (void)deferred_;
+    INJECT(w, AG_DEV_E_EVENT_CREATE);
     return ag_dev_event_create(w->inner, out);
 }
 
@@ -190,61 +197,56 @@ static void fault_event_destroy(void *impl, ag_dev_event *e)
 static ag_status fault_event_record(void *impl, ag_dev_event *e, ag_dev_stream *s)
 {
     fault_dev *w = impl;
-    INJECT(w, AG_DEV_E_EVENT_RECORD, s);
+    INJECT_ON(w, AG_DEV_E_EVENT_RECORD, s);
     return settle(w, deferred_, ag_dev_event_record(w->inner, e, s));
 }
 
 static ag_status fault_stream_wait_event(void *impl, ag_dev_stream *s, ag_dev_event *e)
 {
     fault_dev *w = impl;
-    INJECT(w, AG_DEV_E_STREAM_WAIT, s);
+    INJECT_ON(w, AG_DEV_E_STREAM_WAIT, s);
     return settle(w, deferred_, ag_dev_stream_wait_event(w->inner, s, e));
 }
 
 static ag_status fault_event_query(void *impl, ag_dev_event *e, bool *done)
 {
     fault_dev *w = impl;
-    INJECT(w, AG_DEV_E_EVENT_QUERY, NULL);
-    (void)deferred_;
+    INJECT(w, AG_DEV_E_EVENT_QUERY);
     return ag_dev_event_query(w->inner, e, done);
 }
 
 static ag_status fault_stream_query(void *impl, ag_dev_stream *s, bool *idle)
 {
     fault_dev *w = impl;
-    INJECT(w, AG_DEV_E_STREAM_QUERY, NULL);
-    (void)deferred_;
+    INJECT(w, AG_DEV_E_STREAM_QUERY);
     return ag_dev_stream_query(w->inner, s, idle);
 }
 
 static ag_status fault_event_synchronize(void *impl, ag_dev_event *e)
 {
     fault_dev *w = impl;
-    INJECT(w, AG_DEV_E_EVENT_SYNC, NULL);
-    (void)deferred_;
+    INJECT(w, AG_DEV_E_EVENT_SYNC);
     return ag_dev_event_synchronize(w->inner, e);
 }
 
 static ag_status fault_capture_begin(void *impl, ag_dev_stream *s)
 {
     fault_dev *w = impl;
-    INJECT(w, AG_DEV_E_CAPTURE_BEGIN, NULL);
-    (void)deferred_;
+    INJECT(w, AG_DEV_E_CAPTURE_BEGIN);
     return ag_dev_capture_begin(w->inner, s);
 }
 
 static ag_status fault_capture_end(void *impl, ag_dev_stream *s, ag_dev_graph **out)
 {
     fault_dev *w = impl;
-    INJECT(w, AG_DEV_E_CAPTURE_END, NULL);
-    (void)deferred_;
+    INJECT(w, AG_DEV_E_CAPTURE_END);
     return ag_dev_capture_end(w->inner, s, out);
 }
 
 static ag_status fault_graph_launch(void *impl, ag_dev_graph *g, ag_dev_stream *s)
 {
     fault_dev *w = impl;
-    INJECT(w, AG_DEV_E_GRAPH_LAUNCH, s);
+    INJECT_ON(w, AG_DEV_E_GRAPH_LAUNCH, s);
     return settle(w, deferred_, ag_dev_graph_launch(w->inner, g, s));
 }
 
@@ -257,8 +259,7 @@ static void fault_graph_destroy(void *impl, ag_dev_graph *g)
 static ag_status fault_synchronize(void *impl)
 {
     fault_dev *w = impl;
-    INJECT(w, AG_DEV_E_SYNC, NULL);
-    (void)deferred_;
+    INJECT(w, AG_DEV_E_SYNC);
     return ag_dev_synchronize(w->inner);
 }
 
