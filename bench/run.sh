@@ -99,12 +99,23 @@ done
 
 echo "== corpus models =="
 manifest="$src/bench/corpus.json"
+# The manifest's input bindings of model $1, as command-line words.
+model_binds() {
+    python3 - "$manifest" "$1" <<'EOF'
+import json, sys
+for m in json.load(open(sys.argv[1]))["models"]:
+    if m["id"] == sys.argv[2]:
+        ins = m.get("inputs", {}).items()
+        print(" ".join(["--input-shape=%s=%s" % (n, ",".join(str(d) for d in s.get("dims", []))) for n, s in ins] +
+                       ["--input-value=%s=%s" % (n, s["value"]) for n, s in ins if "value" in s]))
+EOF
+}
 if [ ! -f "$manifest" ]; then
     echo "note: $manifest not found: corpus models skipped"
 elif ! command -v python3 >/dev/null; then
     echo "note: python3 not found: corpus models skipped"
 else
-    # One line per model present in the cache, largest first: ID PATH BINDINGS...
+    # One line per model present in the cache, largest first: ID PATH
     python3 - "$manifest" "$corpus_dir" "$corpus_top" >"$rows.models" <<'EOF'
 import json, os, sys
 manifest, cache, top = sys.argv[1], sys.argv[2], int(sys.argv[3])
@@ -115,18 +126,14 @@ for m in models:
     if not os.path.isfile(path):
         print("note: %s not in %s: skipped" % (m["id"], cache), file=sys.stderr)
         continue
-    binds = ["--input-shape=%s=%s" % (name, ",".join(str(d) for d in spec.get("dims", [])))
-             for name, spec in m.get("inputs", {}).items()]
-    binds += ["--input-value=%s=%s" % (name, spec["value"])
-              for name, spec in m.get("inputs", {}).items() if "value" in spec]
-    present.append((os.path.getsize(path), m["id"], path, binds))
+    present.append((os.path.getsize(path), m["id"], path))
 present.sort(reverse=True)
-for size, mid, path, binds in present[:top]:
-    print(" ".join([mid, path] + binds))
+for size, mid, path in present[:top]:
+    print(mid, path)
 EOF
-    while read -r id path binds; do
-        # shellcheck disable=SC2086 # bindings are separate words
-        measure "$id" "$path" $binds
+    while read -r id path; do
+        # shellcheck disable=SC2046 # bindings are separate words
+        measure "$id" "$path" $(model_binds "$id")
     done <"$rows.models"
 fi
 
@@ -270,17 +277,8 @@ if [ -x "$build/alloc" ]; then
         if [ ! -f "$f" ] || [ ! -f "$manifest" ] || ! command -v python3 >/dev/null; then
             continue
         fi
-        binds=$(python3 - "$manifest" "$m" <<'EOF'
-import json, sys
-for m in json.load(open(sys.argv[1]))["models"]:
-    if m["id"] == sys.argv[2]:
-        ins = m.get("inputs", {}).items()
-        print(" ".join(["--input-shape=%s=%s" % (n, ",".join(str(d) for d in s.get("dims", []))) for n, s in ins] +
-                       ["--input-value=%s=%s" % (n, s["value"]) for n, s in ins if "value" in s]))
-EOF
-        )
-        # shellcheck disable=SC2086 # bindings are separate words
-        "$build/alloc" model "$f" 4 $binds > "$data/alloc_$m.trace" && traces+=("$data/alloc_$m.trace")
+        # shellcheck disable=SC2046 # bindings are separate words
+        "$build/alloc" model "$f" 4 $(model_binds "$m") > "$data/alloc_$m.trace" && traces+=("$data/alloc_$m.trace")
     done
     for t in "${traces[@]}"; do
         for ticks in 0 8; do
