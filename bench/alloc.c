@@ -1,14 +1,17 @@
 /* Allocator benchmarks: the cached alloc/free pair on one stream against
  * glibc malloc in the same run, and multi-stream traces (synthetic, or
- * derived from an ONNX model executed on several streams) replayed with the
- * multi-stream mode and the baseline: peak reserved and time per operation.
+ * derived from a planned ONNX model executed on several streams) replayed
+ * with the multi-stream mode and the baseline: peak reserved and time per
+ * operation.
  *   alloc pair [N]                 ns per pair, both allocators
  *   alloc synth SEED OPS STREAMS   prints a synthetic trace
  *   alloc model FILE.onnx STREAMS [--input-shape=NAME=D0,D1,...] [--input-value=NAME=V,...]
- *                                  prints the trace of the model's execution
- *                                  with its inputs bound as given (the corpus
- *                                  manifest's shapes: a dynamic dimension left
- *                                  open makes tensors of unknown size)
+ *                                  compiles and plans the model with its
+ *                                  inputs bound as given (the corpus
+ *                                  manifest's shapes) and prints the trace of
+ *                                  the plan's buffers executed on STREAMS
+ *                                  streams; a tensor of unknown size is an
+ *                                  error naming it
  *   alloc compare TRACE [TICKS]    replays TRACE with both modes in turn (best of 9) under
  *                                  the timing model: kernels of TICKS host
  *                                  operations (default 0, an idle device) */
@@ -151,24 +154,201 @@ static int synth(uint64_t seed, uint64_t ops, uint32_t n)
     return 0;
 }
 
-/* A model's execution on n streams: a node continues its first input's
- * stream when it is that producer's only consumer, otherwise it starts on
- * the next stream in turn.  Outputs are allocated on the node's stream,
- * consumers on other streams wait for an event and use the tensor, and each
- * stream frees a tensor after its last use there.  Constants are not
- * allocated (weights live elsewhere). */
+/* A planned model's execution on n streams.  The model is compiled (the
+ * pipeline of 'aliasguard check') and planned ('aliasguard plan'): the
+ * trace allocates the plan's buffers, so views and in-place outputs share
+ * their input's block, and copies the pipeline inserted are allocated.
+ * Only arena buffers come from the allocator: constants live elsewhere and
+ * graph inputs and outputs are the caller's (zero copy).  A node continues
+ * its first input's stream when it is that producer's only consumer,
+ * otherwise it starts on the next stream in turn.  A buffer is allocated on
+ * the stream of its first access; a node on another stream than an input's
+ * producer, or than the last writer of a buffer it touches, waits for an
+ * event there; a stream other than the buffer's uses it from its first
+ * access and frees it after its last.  The birth stream holds its use until
+ * the last access anywhere. */
+typedef struct model_trace {
+    const ag_graph *g;
+    const ag_plan *p;
+    uint32_t n, cap, nb;
+    uint32_t *tfirst; /* per node: index of its first plan tensor */
+    uint32_t *stream; /* per node */
+    uint32_t *born;   /* per buffer: allocating stream, UINT32_MAX before */
+    uint32_t *wstream; /* per buffer: stream of its last writer */
+    uint64_t *last;   /* per buffer: last accessing position */
+    uint64_t *laston; /* per buffer and stream: last position there, +1 (0: none) */
+    uint8_t *used;    /* per buffer and stream: 'use' printed */
+} model_trace;
+
+/* buffer of output o of node v in the arena, or UINT32_MAX */
+static uint32_t model_buffer(const model_trace *m, ag_node_id v, uint32_t o)
+{
+    const ag_plan_tensor *t = ag_plan_tensor_at(m->p, m->tfirst[v] + o);
+    return t->region == AG_REGION_ARENA ? t->buffer : UINT32_MAX;
+}
+
+/* the arena buffers node v reads or writes, each once; returns how many */
+static uint32_t model_accesses(const model_trace *m, ag_node_id v, uint32_t *out, uint32_t max)
+{
+    uint32_t cnt = 0, ni = ag_node_num_inputs(m->g, v), no = ag_node_num_outputs(m->g, v);
+    for (uint32_t k = 0; k < ni + no; k++) {
+        uint32_t b = UINT32_MAX;
+        if (k < ni) {
+            ag_port q = ag_node_input_src(m->g, v, k);
+            if (q.node != AG_NONE)
+                b = model_buffer(m, q.node, q.index);
+        } else {
+            b = model_buffer(m, v, k - ni);
+        }
+        bool dup = b == UINT32_MAX;
+        for (uint32_t j = 0; j < cnt && !dup; j++)
+            dup = out[j] == b;
+        if (!dup && cnt < max)
+            out[cnt++] = b;
+    }
+    return cnt;
+}
+
+static void model_wait(uint32_t src, uint32_t s, bool *waited)
+{
+    if (src != s && !waited[src]) {
+        printf("record %u %u\nwait %u %u\n", src, s, s, src);
+        waited[src] = true;
+    }
+}
+
+/* Stream s accesses buffer b for a node whose input came from stream from
+ * (s for an output): b is allocated at its first access; otherwise s waits
+ * for an event of from and of b's last writer (one per stream and node), and
+ * its first access of a buffer born elsewhere is a use. */
+static void model_touch(model_trace *m, uint32_t b, uint32_t s, uint32_t from, bool *waited)
+{
+    if (m->born[b] == UINT32_MAX) { /* its first access; a While's carried value is read first */
+        printf("alloc b%u %llu %u\n", b, (unsigned long long)ag_plan_buffer_size(m->p, b), s);
+        m->born[b] = m->wstream[b] = s;
+        return;
+    }
+    model_wait(from, s, waited);
+    model_wait(m->wstream[b], s, waited);
+    if (m->born[b] != s && !m->used[(size_t)b * m->n + s]) {
+        printf("use b%u %u\n", b, s);
+        m->used[(size_t)b * m->n + s] = 1;
+    }
+}
+
+/* prints the trace of the planned graph g on n streams */
+static int model_print(ag_ctx *ctx, const char *path, const ag_graph *g, const ag_plan *plan, uint32_t n)
+{
+    model_trace m = {.g = g, .p = plan, .n = n, .cap = ag_graph_node_capacity(g), .nb = ag_plan_buffer_count(plan)};
+    uint32_t cnt = 0, maxio = 1, next = 0;
+    ag_node_id *order = calloc(ag_graph_node_count(g) + 1u, sizeof *order);
+    m.tfirst = calloc(m.cap, sizeof *m.tfirst);
+    m.stream = calloc(m.cap, sizeof *m.stream);
+    m.born = malloc(((size_t)m.nb + 1u) * sizeof *m.born);
+    m.wstream = calloc((size_t)m.nb + 1u, sizeof *m.wstream);
+    m.last = calloc((size_t)m.nb + 1u, sizeof *m.last);
+    m.laston = calloc((size_t)m.nb * n + 1u, sizeof *m.laston);
+    m.used = calloc((size_t)m.nb * n + 1u, 1);
+    uint32_t *acc = NULL;
+    bool *waited = NULL;
+    int rc = 0;
+    if (!order || !m.tfirst || !m.stream || !m.born || !m.wstream || !m.last || !m.laston || !m.used) {
+        fprintf(stderr, "alloc model: out of memory\n");
+        rc = 1;
+        goto done;
+    }
+    if (ag_graph_topo_order(g, order, &cnt) != AG_OK) {
+        rc = die("topological order", ctx);
+        goto done;
+    }
+    for (uint32_t b = 0; b < m.nb; b++)
+        m.born[b] = UINT32_MAX;
+    for (uint32_t k = 0; k < ag_plan_tensor_count(plan); k++) {
+        const ag_plan_tensor *t = ag_plan_tensor_at(plan, k);
+        if (t->output == 0)
+            m.tfirst[t->node] = k;
+    }
+    for (uint32_t k = 0; k < cnt; k++) {
+        ag_node_id v = order[k];
+        uint32_t nio = ag_node_num_inputs(g, v) + ag_node_num_outputs(g, v);
+        maxio = nio > maxio ? nio : maxio;
+        ag_port src = ag_node_num_inputs(g, v) ? ag_node_input_src(g, v, 0) : (ag_port){AG_NONE, 0};
+        if (src.node != AG_NONE && ag_node_output_nconsumers(g, src.node, src.index) == 1)
+            m.stream[v] = m.stream[src.node];
+        else
+            m.stream[v] = next++ % n;
+    }
+    acc = calloc(maxio, sizeof *acc);
+    waited = calloc(n, sizeof *waited);
+    if (!acc || !waited) {
+        fprintf(stderr, "alloc model: out of memory\n");
+        rc = 1;
+        goto done;
+    }
+    /* each buffer's last access anywhere and per stream */
+    for (uint32_t k = 0; k < cnt; k++) {
+        ag_node_id v = order[k];
+        uint32_t na = model_accesses(&m, v, acc, maxio);
+        for (uint32_t j = 0; j < na; j++) {
+            m.last[acc[j]] = k;
+            m.laston[(size_t)acc[j] * n + m.stream[v]] = (uint64_t)k + 1u;
+        }
+    }
+    const char *base = strrchr(path, '/');
+    printf("# %s planned (arena %llu bytes on one stream), executed on %u streams\nstreams %u\n",
+           base ? base + 1 : path, (unsigned long long)ag_plan_peak_bytes(plan), n, n);
+    for (uint32_t k = 0; k < cnt; k++) {
+        ag_node_id v = order[k];
+        uint32_t s = m.stream[v];
+        memset(waited, 0, n * sizeof *waited);
+        for (uint32_t i = 0; i < ag_node_num_inputs(g, v); i++) {
+            ag_port q = ag_node_input_src(g, v, i);
+            uint32_t b = q.node == AG_NONE ? UINT32_MAX : model_buffer(&m, q.node, q.index);
+            if (b != UINT32_MAX)
+                model_touch(&m, b, s, m.stream[q.node], waited);
+        }
+        for (uint32_t j = 0; j < ag_node_num_outputs(g, v); j++) {
+            uint32_t b = model_buffer(&m, v, j);
+            if (b != UINT32_MAX) {
+                model_touch(&m, b, s, s, waited);
+                m.wstream[b] = s;
+            }
+        }
+        uint32_t na = model_accesses(&m, v, acc, maxio);
+        for (uint32_t j = 0; j < na; j++) {
+            uint32_t b = acc[j];
+            if (m.born[b] != s && m.laston[(size_t)b * n + s] == (uint64_t)k + 1u)
+                printf("free b%u %u\n", b, s);
+            if (m.last[b] == k)
+                printf("free b%u %u\n", b, m.born[b]);
+        }
+    }
+    printf("sync\n");
+done:
+    free(acc);
+    free(waited);
+    free(order);
+    free(m.tfirst);
+    free(m.stream);
+    free(m.born);
+    free(m.wstream);
+    free(m.last);
+    free(m.laston);
+    free(m.used);
+    return rc;
+}
+
 static int model(const char *path, uint32_t n, int nbind, char **bind)
 {
-    ag_ctx *ctx = ag_ctx_create(NULL);
-    ag_graph *g = NULL;
     ag_onnx_opts o = ag_onnx_defaults();
     const char **shapes = calloc((size_t)nbind + 1u, sizeof *shapes);
     const char **values = calloc((size_t)nbind + 1u, sizeof *values);
+    int rc = 0;
     if (!shapes || !values || n == 0) {
         fprintf(stderr, "alloc model: %s\n", n == 0 ? "STREAMS must be at least 1" : "out of memory");
-        return 1;
+        rc = 1;
     }
-    for (int k = 0; k < nbind; k++) {
+    for (int k = 0; k < nbind && rc == 0; k++) {
         if (strncmp(bind[k], "--input-shape=", 14) == 0 && strchr(bind[k] + 14, '='))
             shapes[o.n_input_shapes++] = bind[k] + 14;
         else if (strncmp(bind[k], "--input-value=", 14) == 0 && strchr(bind[k] + 14, '='))
@@ -176,98 +356,34 @@ static int model(const char *path, uint32_t n, int nbind, char **bind)
         else {
             fprintf(stderr, "alloc model: expected --input-shape=NAME=D0,D1,... or --input-value=NAME=V, got '%s'\n",
                     bind[k]);
-            return 2;
+            rc = 2;
         }
     }
     o.input_shapes = shapes;
     o.input_values = values;
-    ag_status ist = ag_onnx_import_file(ctx, path, &o, &g);
+    ag_ctx *ctx = ag_ctx_create(NULL);
+    ag_graph *g = NULL;
+    ag_ops *ops = NULL;
+    ag_report *report = NULL;
+    ag_plan *plan = NULL;
+    if (rc == 0 && ag_onnx_import_file(ctx, path, &o, &g))
+        rc = die("model", ctx); /* the message names the file */
+    else if (rc == 0 && (ag_ops_create(ctx, &ops) || ag_report_create(ctx, &report)))
+        rc = die("model", ctx);
+    else if (rc == 0 && ag_pipeline_run(&(ag_pass_env){g, ops, report}))
+        rc = die(path, ctx);
+    else if (rc == 0 && ag_plan_build(ctx, g, ops, NULL, &plan))
+        rc = die(path, ctx); /* a tensor of unknown size: the message names it */
+    else if (rc == 0)
+        rc = model_print(ctx, path, g, plan, n);
     free(shapes);
     free(values);
-    if (ist != AG_OK)
-        return die("model", ctx); /* the message names the file */
-    uint32_t cap = ag_graph_node_capacity(g), cnt = 0;
-    ag_node_id *order = calloc(ag_graph_node_count(g) + 1u, sizeof *order);
-    uint32_t *stream = calloc(cap, sizeof *stream), *pos = calloc(cap, sizeof *pos);
-    if (ag_graph_topo_order(g, order, &cnt) != AG_OK)
-        return die("topological order", ctx);
-    uint32_t next = 0, unknown = 0;
-    for (uint32_t k = 0; k < cnt; k++) {
-        ag_node_id v = order[k];
-        pos[v] = k;
-        ag_port src = ag_node_num_inputs(g, v) ? ag_node_input_src(g, v, 0) : (ag_port){AG_NONE, 0};
-        if (src.node != AG_NONE && ag_node_output_nconsumers(g, src.node, src.index) == 1)
-            stream[v] = stream[src.node];
-        else
-            stream[v] = next++ % n;
-    }
-    printf("# %s on %u streams\nstreams %u\n", path, n, n);
-    for (uint32_t k = 0; k < cnt; k++) {
-        ag_node_id v = order[k];
-        uint32_t s = stream[v];
-        /* inputs from other streams: event, then use */
-        for (uint32_t i = 0; i < ag_node_num_inputs(g, v); i++) {
-            ag_port p = ag_node_input_src(g, v, i);
-            if (p.node == AG_NONE || strcmp(ag_node_type(g, p.node), "Const") == 0 || stream[p.node] == s)
-                continue;
-            /* first consumer on s of this tensor? */
-            bool first = true;
-            for (uint32_t c = 0; c < ag_node_output_nconsumers(g, p.node, p.index); c++) {
-                ag_port q = ag_node_output_consumer(g, p.node, p.index, c);
-                if (stream[q.node] == s && pos[q.node] < k)
-                    first = false;
-                if (q.node == v && q.index < i)
-                    first = false;
-            }
-            if (first)
-                printf("record %u %u\nwait %u %u\nuse n%u_%u %u\n", stream[p.node], s, s, stream[p.node], p.node,
-                       p.index, s);
-        }
-        if (strcmp(ag_node_type(g, v), "Const") != 0) {
-            for (uint32_t j = 0; j < ag_node_num_outputs(g, v); j++) {
-                uint64_t bytes = ag_desc_size_bytes(ag_node_output_desc_c(g, v, j));
-                if (bytes == 0 || bytes == UINT64_MAX) {
-                    bytes = 4;
-                    unknown++;
-                }
-                printf("alloc n%u_%u %llu %u\n", v, j, (unsigned long long)bytes, s);
-                if (ag_node_output_nconsumers(g, v, j) == 0)
-                    printf("free n%u_%u %u\n", v, j, s);
-            }
-        }
-        /* The producer's stream holds its use until the last consumer
-         * anywhere has taken its own (so the block stays live); another
-         * stream drops its use after its last consumer there. */
-        for (uint32_t i = 0; i < ag_node_num_inputs(g, v); i++) {
-            ag_port p = ag_node_input_src(g, v, i);
-            if (p.node == AG_NONE || strcmp(ag_node_type(g, p.node), "Const") == 0)
-                continue;
-            uint32_t ps = stream[p.node];
-            bool last_here = true, last_all = true;
-            for (uint32_t c = 0; c < ag_node_output_nconsumers(g, p.node, p.index); c++) {
-                ag_port q = ag_node_output_consumer(g, p.node, p.index, c);
-                bool later = pos[q.node] > k || (q.node == v && q.index > i);
-                if (later)
-                    last_all = false;
-                if (stream[q.node] == s && later)
-                    last_here = false;
-            }
-            if (s != ps && last_here)
-                printf("free n%u_%u %u\n", p.node, p.index, s);
-            if (last_all)
-                printf("free n%u_%u %u\n", p.node, p.index, ps);
-        }
-    }
-    printf("sync\n");
-    if (unknown)
-        fprintf(stderr, "%s: %u tensors of unknown size traced as 4 bytes (bind the inputs with --input-shape)\n",
-                path, unknown);
-    free(order);
-    free(stream);
-    free(pos);
+    ag_plan_destroy(plan);
+    ag_report_destroy(report);
+    ag_ops_destroy(ops);
     ag_graph_destroy(g);
     ag_ctx_destroy(ctx);
-    return 0;
+    return rc;
 }
 
 static int compare(const char *path, uint32_t ticks)
