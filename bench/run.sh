@@ -263,15 +263,16 @@ if [ -x "$build/alloc" ]; then
     echo "allocator (bench/alloc.c)"
     "$build/alloc" pair
     mkdir -p "$data"
-    # Each trace on an idle device (ticks 0) and a busy one (kernels of 8
-    # host operations), where polled events are not yet complete.
+    # Each trace on an idle device (ticks 0) and busy ones (kernels of 4 and
+    # 8 host operations), where polled events are not yet complete.
     traces=()
     for n in 4 8; do
         "$build/alloc" synth 1 20000 $n > "$data/alloc_synth$n.trace"
         traces+=("$data/alloc_synth$n.trace")
     done
     # Model traces with the inputs bound as the manifest says (a dynamic
-    # dimension left open would make tensors of unknown size).
+    # dimension left open would leave tensors of unknown size, which the
+    # plan refuses).
     for m in isnet_fp16 ppocr_v4_det lk_turn_detector oww_embedding; do
         f="$corpus_dir/$m.onnx"
         if [ ! -f "$f" ] || [ ! -f "$manifest" ] || ! command -v python3 >/dev/null; then
@@ -281,7 +282,7 @@ if [ -x "$build/alloc" ]; then
         "$build/alloc" model "$f" 4 $(model_binds "$m") > "$data/alloc_$m.trace" && traces+=("$data/alloc_$m.trace")
     done
     for t in "${traces[@]}"; do
-        for ticks in 0 8; do
+        for ticks in 0 4 8; do
             "$build/alloc" compare "$t" $ticks
         done
     done
