@@ -3,11 +3,10 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define AG_ALLOW_RAW_MALLOC /* the default hook is the one place libc allocation is used */
 #include "core/internal.h"
-
-#define AG_ERRMSG_MAX 1024
 
 struct ag_ctx {
     ag_allocator alloc;
@@ -84,6 +83,22 @@ void ag_ctx_clear_error(ag_ctx *ctx)
     ctx->errmsg[0] = '\0';
     ctx->err_file = NULL;
     ctx->err_line = 0;
+}
+
+void ag_ctx_error_save(const ag_ctx *ctx, ag_err_saved *out)
+{
+    out->last = ctx->last;
+    out->file = ctx->err_file;
+    out->line = ctx->err_line;
+    memcpy(out->msg, ctx->errmsg, sizeof out->msg);
+}
+
+void ag_ctx_error_restore(ag_ctx *ctx, const ag_err_saved *saved)
+{
+    ctx->last = saved->last;
+    ctx->err_file = saved->file;
+    ctx->err_line = saved->line;
+    memcpy(ctx->errmsg, saved->msg, sizeof ctx->errmsg);
 }
 
 void ag_ctx_error_origin(const ag_ctx *ctx, const char **file, int *line)

@@ -42,6 +42,19 @@ ag_status ag__error(ag_ctx *ctx, ag_status code, const char *file, int line, con
             return ag_try_st_;         \
     } while (0)
 
+/* The last failure of a context, kept around a best-effort call whose own
+ * failure is dropped: a destroy that cleans up after an error must not
+ * erase the message the caller is about to read. */
+#define AG_ERRMSG_MAX 1024
+typedef struct ag_err_saved {
+    ag_status last;
+    const char *file;
+    int line;
+    char msg[AG_ERRMSG_MAX];
+} ag_err_saved;
+void ag_ctx_error_save(const ag_ctx *ctx, ag_err_saved *out);
+void ag_ctx_error_restore(ag_ctx *ctx, const ag_err_saved *saved);
+
 /* ---- host memory through the context hook (NULL on failure, no message) ---- */
 void *ag_alloc(ag_ctx *ctx, size_t size);                 /* uninitialised */
 void *ag_calloc(ag_ctx *ctx, size_t count, size_t size);  /* zeroed, overflow-checked */

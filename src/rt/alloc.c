@@ -75,9 +75,13 @@ void ag_alloc_destroy(ag_memalloc *a)
     if (!a)
         return;
     ag_ctx *ctx = a->ctx;
-    /* Nothing queued may still touch the memory given back below. */
+    /* Nothing queued may still touch the memory given back below.  A
+     * poisoned device fails the synchronise: the caller's error stays. */
+    ag_ctx *dctx = ag_device_ctx(a->dev);
+    ag_err_saved saved;
+    ag_ctx_error_save(dctx, &saved);
     if (ag_dev_synchronize(a->dev) != AG_OK)
-        ag_ctx_clear_error(ag_device_ctx(a->dev));
+        ag_ctx_error_restore(dctx, &saved);
     if (a->chans) {
         for (size_t k = 0; k < (size_t)a->n * a->n; k++) {
             ag_chan *c = a->chans[k];

@@ -51,7 +51,7 @@ ag_status ag_multi_malloc(ag_memalloc *a, uint32_t stream, uint64_t size, ag_blo
     }
     uint64_t r = ag_pool_round(a, size);
     ag_astream *as = &a->st[stream];
-    bool polled = false;
+    bool polled = false, reclaimed = false;
 again:;
     ag_block *b = ag_recent_take(a, stream, r);
     if (b) {
@@ -62,6 +62,7 @@ again:;
     uint32_t pool = r <= a->cfg.small_size ? AG_POOL_SMALL : AG_POOL_LARGE;
     ag_span *span = NULL;
     ag_block *lent = NULL;
+    uint32_t owner = stream; /* the pool the span comes from */
     /* Own cache first; then a borrowed block that wastes at most the size
      * asked for; then growth; under pressure, any borrowed block. */
     AG_TRY(ag_heap_reserve(&as->pool[pool]));
@@ -82,6 +83,32 @@ again:;
         ag_status st = ag_pool_take(a, stream, r, true, &pool, &span);
         if (st == AG_ENOMEM && a->cfg.borrow && as->borrow.count)
             lent = ag_borrow_take(a, &as->borrow, r, UINT64_MAX);
+        if (!lent && st == AG_ENOMEM && !reclaimed) {
+            /* The last resort, as the baseline's: wait for the device, so
+             * that every block waiting for a notice or an event is free,
+             * give the pools' free regions back, and try once more. */
+            ag_block_put(a, b);
+            reclaimed = true;
+            a->s.retries++;
+            ag_ctx_clear_error(a->ctx);
+            AG_TRY(ag_multi_clean(a));
+            goto again;
+        }
+        if (!lent && st == AG_ENOMEM) {
+            /* Still short: nothing was enqueued since the reclaim, so a
+             * free block of another stream's pool is idle; it serves as a
+             * borrowed block and goes home as one. */
+            for (uint32_t o = 0; o < a->n && !span; o++) {
+                if (o == stream || ag_heap_reserve(&a->st[o].pool[pool]) != AG_OK)
+                    continue;
+                if ((span = ag_heap_take(&a->st[o].pool[pool], r)) != NULL)
+                    owner = o;
+            }
+            if (span) {
+                ag_ctx_clear_error(a->ctx);
+                st = AG_OK;
+            }
+        }
         if (!lent && st != AG_OK) {
             ag_block_put(a, b);
             return st;
@@ -97,7 +124,7 @@ again:;
         b->span = span;
         b->size = span->size;
         b->pool = (uint8_t)pool;
-        b->birth = stream;
+        b->birth = owner;
     }
     b->shared = false;
     ag_handout(a, b, stream, size);

@@ -811,8 +811,6 @@ static void test_streams_256(void **state)
     fix_close(&f);
 }
 
-/* A device of 6 MiB: stream 0 fills and frees (its pools keep the memory),
- * stream 1 then needs memory: L1 trims, the pools give back, the retry wins. */
 /* With fine regions (steal), L1 asks the device for a quarter segment
  * first, then for as much as it holds already, up to one segment: a 4 KiB
  * graph holds 512 KiB (two 256 KiB small regions), and each later growth
@@ -853,6 +851,8 @@ static void test_l1_geometric(void **state)
     }
 }
 
+/* A device of 6 MiB: stream 0 fills and frees (its pools keep the memory),
+ * stream 1 then needs memory: L1 trims, the pools give back, the retry wins. */
 static void test_trim_and_retry(void **state)
 {
     (void)state;
@@ -1004,6 +1004,29 @@ static void test_trace_parse_errors(void **state)
     ag_ctx_destroy(ctx);
 }
 
+/* Destroys dev and ctx once nothing is left on the device. */
+static void close_empty(ag_ctx *ctx, ag_device *dev)
+{
+    ag_dev_stats ds = {.size = sizeof ds};
+    ag_dev_stats_get(dev, &ds);
+    assert_int_equal(ds.mem[AG_MEM_HBM].live, 0);
+    ag_device_destroy(dev);
+    ag_ctx_destroy(ctx);
+}
+
+/* Replays t on dev in mode, with the reuse checker, under the timing
+ * model with kernels of ticks operations. */
+static ag_status replay_in(ag_ctx *ctx, ag_device *dev, const ag_alloc_trace *t, ag_alloc_mode mode, uint32_t ticks,
+                           ag_alloc_replay_result *r)
+{
+    ag_alloc_config c;
+    ag_alloc_config_default(&c);
+    c.mode = mode;
+    *r = (ag_alloc_replay_result){.size = sizeof *r};
+    ag_alloc_replay_opts o = {.size = sizeof o, .check = true, .kernel_ticks = ticks};
+    return ag_alloc_replay(ctx, dev, t, &c, &o, r);
+}
+
 static void test_trace_replay(void **state)
 {
     (void)state;
@@ -1013,12 +1036,8 @@ static void test_trace_replay(void **state)
     ag_alloc_trace *t = NULL;
     assert_int_equal(ag_alloc_trace_parse(ctx, "t", trace_text, strlen(trace_text), &t), AG_OK);
     for (int mode = 0; mode < 2; mode++) {
-        ag_alloc_config c;
-        ag_alloc_config_default(&c);
-        c.mode = (ag_alloc_mode)mode;
-        ag_alloc_replay_result r = {.size = sizeof r};
-        ag_alloc_replay_opts o = {.size = sizeof o, .check = true};
-        assert_int_equal(ag_alloc_replay(ctx, dev, t, &c, &o, &r), AG_OK);
+        ag_alloc_replay_result r;
+        assert_int_equal(replay_in(ctx, dev, t, (ag_alloc_mode)mode, 0, &r), AG_OK);
         assert_int_equal(r.violations, 0);
         assert_int_equal(r.count[AG_TOP_ALLOC], 3);
         assert_int_equal(r.count[AG_TOP_SYNC], 2);
@@ -1028,11 +1047,52 @@ static void test_trace_replay(void **state)
             assert_int_equal(r.stats.borrow_recycles + r.stats.birth_recycles, 3);
     }
     ag_alloc_trace_destroy(t);
-    ag_dev_stats ds = {.size = sizeof ds};
-    ag_dev_stats_get(dev, &ds);
-    assert_int_equal(ds.mem[AG_MEM_HBM].live, 0);
-    ag_device_destroy(dev);
-    ag_ctx_destroy(ctx);
+    close_empty(ctx, dev);
+}
+
+/* Out of memory on a busy device (traces as in tests/lit/rt/Inputs):
+ * reclaim, a 2 MiB block waits for stream 1's event when stream 0 asks for
+ * the whole 4 MiB device, and only waiting for the device frees it; lend,
+ * half of stream 0's 4 MiB region is free but cannot go back, and serves
+ * stream 1 as a borrowed block once the device is idle.  The baseline,
+ * whose pools are private, cannot serve the second. */
+static const char reclaim_text[] = "streams 2\nalloc a 2097152 0\nrecord 0 1\nwait 1 0\nuse a 1\nfree a 0\n"
+                                   "free a 1\nalloc b 4194304 0\nfree b 0\nsync\n";
+static const char lend_text[] = "streams 2\nalloc c 4194304 0\nfree c 0\nalloc d 2097152 0\nalloc e 2097152 1\n"
+                                "free e 1\nrecord 1 0\nwait 0 1\nfree d 0\nsync\n";
+
+static void test_oom_reclaim(void **state)
+{
+    (void)state;
+    ag_ctx *ctx = agtest_ctx();
+    ag_device_sim_config dc = ag_device_sim_defaults();
+    dc.capacity[AG_MEM_HBM] = 4u << 20;
+    ag_device *dev = NULL;
+    assert_int_equal(ag_device_sim_create(ctx, &dc, &dev), AG_OK);
+    for (int k = 0; k < 2; k++) {
+        const char *text = k == 0 ? reclaim_text : lend_text;
+        ag_alloc_trace *t = NULL;
+        assert_int_equal(ag_alloc_trace_parse(ctx, "t", text, strlen(text), &t), AG_OK);
+        for (int mode = 0; mode < 2; mode++) {
+            ag_alloc_replay_result r;
+            ag_status st = replay_in(ctx, dev, t, (ag_alloc_mode)mode, 8, &r);
+            if (k == 1 && mode == AG_ALLOC_BASELINE) {
+                assert_int_equal(st, AG_ENOMEM);
+                assert_errmsg(ctx, "stream 1: cannot allocate 2097152 bytes of hbm memory");
+                continue;
+            }
+            assert_int_equal(st, AG_OK);
+            assert_int_equal(r.violations, 0);
+            assert_true(r.stats.retries >= 1);
+            assert_int_equal(r.stats.peak_reserved, 4u << 20);
+            if (mode == AG_ALLOC_MULTI && k == 1) {
+                assert_int_equal(r.stats.borrow_recycles, 1);
+                assert_int_equal(r.stats.returned_home, 1);
+            }
+        }
+        ag_alloc_trace_destroy(t);
+    }
+    close_empty(ctx, dev);
 }
 
 /* ---- failure sweeps ---- */
@@ -1045,12 +1105,8 @@ static ag_status sweep_body(ag_ctx *ctx, void *ud)
     ag_device *dev = NULL;
     ag_status st = ag_device_sim_create(ctx, NULL, &dev);
     if (st == AG_OK) {
-        ag_alloc_config c;
-        ag_alloc_config_default(&c);
-        c.mode = mode;
-        ag_alloc_replay_result r = {.size = sizeof r};
-        ag_alloc_replay_opts o = {.size = sizeof o, .check = true, .kernel_ticks = 3};
-        st = ag_alloc_replay(ctx, dev, t, &c, &o, &r);
+        ag_alloc_replay_result r;
+        st = replay_in(ctx, dev, t, mode, 3, &r);
         if (st == AG_OK && r.violations)
             st = AG_EINTERNAL;
     }
@@ -1128,11 +1184,47 @@ static void test_device_fault_sweep(void **state)
                     ag_dev_stream_destroy(dev, s[k]);
                 nfail = fl.nfail;
                 ag_device_destroy(dev);
-                ag_dev_stats ds = {.size = sizeof ds};
-                ag_dev_stats_get(sim, &ds);
-                assert_int_equal(ds.mem[AG_MEM_HBM].live, 0);
-                ag_device_destroy(sim);
-                ag_ctx_destroy(ctx);
+                close_empty(ctx, sim);
+            }
+        }
+    }
+}
+
+/* The out-of-memory traces in both modes under a device failing at every
+ * N: the reclaim's synchronise and the lent block meet every failure
+ * cleanly, and the error the replay returns keeps its message. */
+static void test_reclaim_fault_sweep(void **state)
+{
+    (void)state;
+    for (int k = 0; k < 4; k++) {
+        const char *text = k % 2 == 0 ? reclaim_text : lend_text;
+        ag_alloc_mode mode = k < 2 ? AG_ALLOC_MULTI : AG_ALLOC_BASELINE;
+        for (int pmode = 0; pmode < 2; pmode++) {
+            uint64_t nfail = 1;
+            for (uint64_t n = 1; nfail; n++) {
+                assert_true(n < 10000);
+                ag_ctx *ctx = agtest_ctx();
+                ag_device_sim_config dc = ag_device_sim_defaults();
+                dc.capacity[AG_MEM_HBM] = 4u << 20;
+                ag_device *sim = NULL, *dev = NULL;
+                assert_int_equal(ag_device_sim_create(ctx, &dc, &sim), AG_OK);
+                ag_dev_fault fl;
+                ag_dev_fault_init(&fl, AG_DEV_ENTRY_ALL, n, 0, pmode ? AG_FAULT_POISON : AG_FAULT_RETURN);
+                assert_int_equal(ag_device_fault_wrap(ctx, sim, &fl, &dev), AG_OK);
+                ag_alloc_trace *t = NULL;
+                assert_int_equal(ag_alloc_trace_parse(ctx, "t", text, strlen(text), &t), AG_OK);
+                ag_alloc_replay_result r;
+                ag_status st = replay_in(ctx, dev, t, mode, 8, &r);
+                if (st != AG_OK) {
+                    assert_true(st == AG_ENOMEM || st == AG_EDEVICE);
+                    assert_true(ag_ctx_errmsg(ctx)[0] != '\0');
+                } else {
+                    assert_int_equal(r.violations, 0);
+                }
+                nfail = fl.nfail;
+                ag_alloc_trace_destroy(t);
+                ag_device_destroy(dev);
+                close_empty(ctx, sim);
             }
         }
     }
@@ -1160,6 +1252,7 @@ int main(void)
         cmocka_unit_test(test_streams_256),
         cmocka_unit_test(test_l1_geometric),
         cmocka_unit_test(test_trim_and_retry),
+        cmocka_unit_test(test_oom_reclaim),
         cmocka_unit_test(test_baseline),
         cmocka_unit_test(test_host_memory_shared),
         cmocka_unit_test(test_config_errors),
@@ -1167,6 +1260,7 @@ int main(void)
         cmocka_unit_test(test_trace_replay),
         cmocka_unit_test(test_oom_sweep),
         cmocka_unit_test(test_device_fault_sweep),
+        cmocka_unit_test(test_reclaim_fault_sweep),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
