@@ -180,11 +180,12 @@ typedef struct model_trace {
     uint8_t *used;    /* per buffer and stream: 'use' printed */
 } model_trace;
 
-/* buffer of output o of node v in the arena, or UINT32_MAX */
+/* buffer of output o of node v in the arena, or UINT32_MAX (elsewhere, or
+ * empty: a tensor with a zero dimension needs no memory) */
 static uint32_t model_buffer(const model_trace *m, ag_node_id v, uint32_t o)
 {
     const ag_plan_tensor *t = ag_plan_tensor_at(m->p, m->tfirst[v] + o);
-    return t->region == AG_REGION_ARENA ? t->buffer : UINT32_MAX;
+    return t->region == AG_REGION_ARENA && ag_plan_buffer_size(m->p, t->buffer) ? t->buffer : UINT32_MAX;
 }
 
 /* the arena buffers node v reads or writes, each once; returns how many */
@@ -270,6 +271,16 @@ static int model_print(ag_ctx *ctx, const char *path, const ag_graph *g, const a
     }
     for (uint32_t k = 0; k < cnt; k++) {
         ag_node_id v = order[k];
+        for (uint32_t j = 0; j < ag_node_num_outputs(g, v); j++) {
+            uint32_t ti = m.tfirst[v] + j;
+            const ag_plan_tensor *t = ti < ag_plan_tensor_count(plan) ? ag_plan_tensor_at(plan, ti) : NULL;
+            if (!t || t->node != v || t->output != j) {
+                fprintf(stderr, "alloc model: %s: the plan has no tensor for node '%s' output %u\n", path,
+                        ag_node_name(g, v), j);
+                rc = 2;
+                goto done;
+            }
+        }
         uint32_t nio = ag_node_num_inputs(g, v) + ag_node_num_outputs(g, v);
         maxio = nio > maxio ? nio : maxio;
         ag_port src = ag_node_num_inputs(g, v) ? ag_node_input_src(g, v, 0) : (ag_port){AG_NONE, 0};
