@@ -46,6 +46,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                             ag_alloc_mode_name((ag_alloc_mode)m), ag_status_str(st), ag_ctx_errmsg(ctx));
                     abort();
                 }
+                if (st != AG_OK && ag_ctx_errmsg(ctx)[0] == '\0') {
+                    fprintf(stderr, "fuzz_alloc_trace: replay in %s mode failed without a message (%s)\n",
+                            ag_alloc_mode_name((ag_alloc_mode)m), ag_status_str(st));
+                    abort();
+                }
+                if (st == AG_OK && r.violations) {
+                    fprintf(stderr, "fuzz_alloc_trace: %llu reuse violations in %s mode\n",
+                            (unsigned long long)r.violations, ag_alloc_mode_name((ag_alloc_mode)m));
+                    abort();
+                }
                 ag_dev_stats ds = {.size = sizeof ds};
                 ag_dev_stats_get(dev, &ds);
                 if (ds.mem[AG_MEM_HBM].used != 0) {
