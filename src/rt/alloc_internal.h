@@ -270,6 +270,7 @@ typedef struct ag_astream {
      * later see complete (recorded deferred-free events, synchronisations);
      * every work enqueued before point k is done once ev_done >= k. */
     uint64_t ev_seq, ev_done;
+    uint64_t clean_mark; /* ag_multi_clean: the checker's mark before the synchronise */
     uint32_t nrecent;
     uint64_t recent_bytes;
     ag_block *recent[AG_RECENT]; /* blocks just recycled at birth, kept whole for the next request */

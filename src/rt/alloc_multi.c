@@ -439,6 +439,12 @@ ag_status ag_multi_wait(ag_memalloc *a, uint32_t dst, uint32_t src)
 
 ag_status ag_multi_clean(ag_memalloc *a)
 {
+    /* The marks come before the synchronise, so that they never claim work
+     * another host thread enqueued after it (the clean also runs as the
+     * out-of-memory reclaim, in the middle of an execution). */
+    if (a->hb_mark)
+        for (uint32_t s = 0; s < a->n; s++)
+            a->st[s].clean_mark = ag_hb_mark(a, s);
     ag_status st = ag_dev_synchronize(a->dev);
     if (st != AG_OK) {
         ag_dev_note(a);
@@ -447,8 +453,7 @@ ag_status ag_multi_clean(ag_memalloc *a)
     a->s.syncs++;
     for (uint32_t s = 0; s < a->n; s++) {
         ag_recent_flush(a, s);
-        /* nothing was enqueued since the synchronise: the mark is its point */
-        ag_hb_join(a, UINT32_MAX, ag_hb_mark(a, s));
+        ag_hb_join(a, UINT32_MAX, a->st[s].clean_mark);
         ag_epoch_done(a, s);
     }
     /* Everything enqueued has run: every channel's load may be applied. */

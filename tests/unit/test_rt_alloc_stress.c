@@ -147,12 +147,20 @@ static void handout_check(world *w, sblk *b, uint32_t s)
     }
 }
 
-static void run_seed(uint64_t seed, uint32_t steps)
+/* Odd seeds run the baseline, even ones the multi mode; every other pair
+ * runs on a 1 MiB device, so that allocations fail and the out-of-memory
+ * paths (trim, reclaim, lending another stream's idle block) run under the
+ * stamps and the checker.  Returns the failed allocations. */
+static uint32_t run_seed(uint64_t seed, uint32_t steps)
 {
     world w;
     memset(&w, 0, sizeof w);
     ag_ctx *dctx = agtest_ctx(), *actx = agtest_ctx();
-    assert_int_equal(ag_device_sim_create(dctx, NULL, &w.dev), AG_OK);
+    ag_device_sim_config dc = ag_device_sim_defaults();
+    bool tight = (seed >> 1) & 1u;
+    if (tight)
+        dc.capacity[AG_MEM_HBM] = 1u << 20;
+    assert_int_equal(ag_device_sim_create(dctx, &dc, &w.dev), AG_OK);
     for (uint32_t k = 0; k < NS; k++)
         assert_int_equal(ag_dev_stream_create(w.dev, &w.s[k]), AG_OK);
     ag_alloc_config c;
@@ -164,14 +172,22 @@ static void run_seed(uint64_t seed, uint32_t steps)
     w.a->hb_join = hook_join;
     w.a->hb_ud = &w;
     sblk live[MAXLIVE];
-    uint32_t nlive = 0, stamp = 1;
+    uint32_t nlive = 0, stamp = 1, ooms = 0;
     uint64_t st = seed * 0x9E3779B97F4A7C15u + 7u;
     for (uint32_t step = 0; step < steps; step++) {
         uint32_t op = (uint32_t)(rnd(&st) % 10u), s = (uint32_t)(rnd(&st) % NS);
         if (op < 4 && nlive < MAXLIVE) {
             sblk *b = &live[nlive++];
             memset(b, 0, sizeof *b);
-            assert_int_equal(ag_alloc_malloc(w.a, s, 64u << (rnd(&st) % 12u), &b->b), AG_OK);
+            ag_status ast = ag_alloc_malloc(w.a, s, 64u << (rnd(&st) % 12u), &b->b);
+            if (tight && ast == AG_ENOMEM) {
+                assert_string_not_equal(ag_ctx_errmsg(actx), "");
+                assert_null(b->b);
+                nlive--;
+                ooms++;
+                continue;
+            }
+            assert_int_equal(ast, AG_OK);
             b->stamp = stamp++;
             b->holders = 1u << s;
             handout_check(&w, b, s);
@@ -251,6 +267,7 @@ static void run_seed(uint64_t seed, uint32_t steps)
     free(w.marks);
     ag_ctx_destroy(actx);
     ag_ctx_destroy(dctx);
+    return ooms;
 }
 
 static void test_stress(void **state)
@@ -261,8 +278,11 @@ static void test_stress(void **state)
         run_seed(strtoull(env, NULL, 10), 4000);
         return;
     }
+    uint32_t ooms[2] = {0, 0};
     for (uint64_t seed = 1; seed <= 12; seed++)
-        run_seed(seed, 1500);
+        ooms[seed & 1u] += run_seed(seed, 1500);
+    /* the tight device did run out, in both modes */
+    assert_true(ooms[0] > 0 && ooms[1] > 0);
 }
 
 /* ---- one host thread per stream ----
@@ -312,6 +332,8 @@ typedef struct tworld {
     atomic_uint done;
     uint64_t seed;
     uint32_t steps;
+    bool tight;       /* a small device: allocations may fail */
+    atomic_uint ooms; /* allocations the device could not serve */
 } tworld;
 
 typedef struct tctx {
@@ -431,7 +453,14 @@ static void *driver(void *arg)
             /* few sizes, so that memory comes back often; now and then a large
              * block (its own region, which can move between streams) */
             uint64_t size = rnd(&st) % 16u ? 512u << (rnd(&st) % 4u) : (2u << 20) + (rnd(&st) % 4u) * (1u << 20);
-            TCHECK(tw->actx, ag_alloc_malloc(w->a, s, size, &b->b) == AG_OK);
+            ag_status ast = ag_alloc_malloc(w->a, s, size, &b->b);
+            if (tw->tight && ast == AG_ENOMEM) {
+                TCHECK(tw->actx, b->b == NULL);
+                atomic_fetch_add(&tw->ooms, 1u);
+                free(b);
+                continue;
+            }
+            TCHECK(tw->actx, ast == AG_OK);
             pthread_mutex_lock(&w->mu);
             b->stamp = (uint32_t)(rnd(&st) | 1u);
             b->holders = 1;
@@ -497,14 +526,21 @@ static void *driver(void *arg)
 
 /* Lock order: a channel, the allocator, mu (the hooks), the device; a
  * driver never calls the allocator while it holds mu. */
-static void run_threaded(uint64_t seed, uint32_t steps, ag_alloc_mode mode)
+/* tight: an 8 MiB device, where the large blocks make allocations fail
+ * and the out-of-memory paths run while other threads enqueue work.
+ * Returns the failed allocations. */
+static uint32_t run_threaded(uint64_t seed, uint32_t steps, ag_alloc_mode mode, bool tight)
 {
     tworld *tw = calloc(1, sizeof *tw);
     world *w = &tw->w;
     tw->seed = seed;
     tw->steps = steps;
+    tw->tight = tight;
     ag_ctx *dctx = agtest_ctx(), *actx = agtest_ctx();
-    assert_int_equal(ag_device_sim_create(dctx, NULL, &w->dev), AG_OK);
+    ag_device_sim_config dc = ag_device_sim_defaults();
+    if (tight)
+        dc.capacity[AG_MEM_HBM] = 8u << 20;
+    assert_int_equal(ag_device_sim_create(dctx, &dc, &w->dev), AG_OK);
     for (uint32_t k = 0; k < NS; k++)
         assert_int_equal(ag_dev_stream_create(w->dev, &w->s[k]), AG_OK);
     ag_alloc_config c;
@@ -553,9 +589,11 @@ static void run_threaded(uint64_t seed, uint32_t steps, ag_alloc_mode mode)
             pthread_mutex_destroy(&tw->chan[i][j]);
     free(w->ret);
     free(w->marks);
+    uint32_t ooms = atomic_load(&tw->ooms);
     free(tw);
     ag_ctx_destroy(actx);
     ag_ctx_destroy(dctx);
+    return ooms;
 }
 
 static void test_stress_threads(void **state)
@@ -564,16 +602,19 @@ static void test_stress_threads(void **state)
     const char *env = getenv("AG_STRESS_SEED");
     if (env) {
         uint64_t seed = strtoull(env, NULL, 10);
-        run_threaded(seed, 3000, (seed & 1u) ? AG_ALLOC_BASELINE : AG_ALLOC_MULTI);
+        run_threaded(seed, 3000, (seed & 1u) ? AG_ALLOC_BASELINE : AG_ALLOC_MULTI, (seed >> 1) & 1u);
         return;
     }
-    /* Odd seeds run the baseline, even ones the multi mode; the
-     * interleavings differ at every run, so AG_STRESS_SEEDS=N widens the
-     * search (default 8). */
+    /* Odd seeds run the baseline, even ones the multi mode, every other
+     * pair on the tight device; the interleavings differ at every run, so
+     * AG_STRESS_SEEDS=N widens the search (default 8). */
     const char *ns = getenv("AG_STRESS_SEEDS");
     uint64_t nseeds = ns ? strtoull(ns, NULL, 10) : 8u;
+    uint32_t ooms[2] = {0, 0};
     for (uint64_t seed = 1; seed <= nseeds; seed++)
-        run_threaded(seed, 1500, (seed & 1u) ? AG_ALLOC_BASELINE : AG_ALLOC_MULTI);
+        ooms[seed & 1u] += run_threaded(seed, 1500, (seed & 1u) ? AG_ALLOC_BASELINE : AG_ALLOC_MULTI, (seed >> 1) & 1u);
+    if (nseeds >= 4)
+        assert_true(ooms[0] > 0 && ooms[1] > 0);
 }
 
 int main(void)
