@@ -233,6 +233,8 @@ typedef struct ag_chan {
     uint64_t *rows; /* W words per note slot */
     uint32_t nnotes, capnotes;
     ag_block *home; /* borrowed blocks going back to dst, linked by link */
+    uint32_t dst;
+    struct ag_chan *made; /* the channel made before this one */
 } ag_chan;
 
 /* ---- baseline: (event, block) pairs pending per stream, in record order ---- */
@@ -290,6 +292,7 @@ struct ag_memalloc {
     ag_wholeset pool_whole; /* wholly free regions of every pool (multi mode) */
     ag_astream *st;
     ag_chan **chans; /* n*n, made on first send */
+    ag_chan *made;   /* the channels made, newest first (the clean visits these only) */
     ag_block *all, *pool_free;
     ag_dev_event **spare_ev; /* event pool (deferred frees, region moves) */
     uint32_t nspare_ev, capspare_ev, nev;

@@ -313,6 +313,9 @@ static ag_status chan_get(ag_memalloc *a, uint32_t src, uint32_t dst, ag_chan **
             ag_free(a->ctx, c, sizeof *c);
             return AG_ERR(a->ctx, st, "event from stream %u to stream %u: %s", src, dst, a->devmsg);
         }
+        c->dst = dst;
+        c->made = a->made;
+        a->made = c;
         *slot = c;
     }
     *out = *slot;
@@ -457,12 +460,8 @@ ag_status ag_multi_clean(ag_memalloc *a)
         ag_epoch_done(a, s);
     }
     /* Everything enqueued has run: every channel's load may be applied. */
-    for (uint32_t src = 0; src < a->n; src++)
-        for (uint32_t dst = 0; dst < a->n; dst++) {
-            ag_chan *c = a->chans[(size_t)src * a->n + dst];
-            if (c)
-                chan_apply(a, c, dst);
-        }
+    for (ag_chan *c = a->made; c; c = c->made)
+        chan_apply(a, c, c->dst);
     /* Local-recycle entries: the birth stream learns from every stream. */
     for (uint32_t s = 0; s < a->n; s++) {
         ag_astream *as = &a->st[s];
@@ -494,7 +493,7 @@ ag_status ag_multi_clean(ag_memalloc *a)
     /* Every borrowed block goes home; pools give wholly free regions to L1. */
     for (uint32_t s = 0; s < a->n; s++) {
         ag_borrow *br = &a->st[s].borrow;
-        for (uint32_t o = 0; o < a->n; o++) {
+        for (uint32_t o = 0; o < a->n && br->count; o++) {
             ag_block *b;
             while ((b = br->by_birth[o]) != NULL) {
                 ag_borrow_remove(a, br, b);
