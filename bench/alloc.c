@@ -444,11 +444,13 @@ static int compare(const char *path, uint32_t ticks)
         if (lo[m] != hi[m])
             snprintf(range[m], sizeof range[m], " (from %llu)", (unsigned long long)lo[m]);
     printf("%s: kernel %u ticks, %llu ops, %u streams; peak allocated %llu; reserved multi %llu%s, baseline %llu%s "
-           "(%+.1f%%); ns/op multi %.0f, baseline %.0f (x%.2f); device ticks multi %llu, baseline %llu\n",
+           "(%+.1f%%); ns/op multi %.0f, baseline %.0f (x%.2f); device ticks multi %llu, baseline %llu; "
+           "device calls multi %llu, baseline %llu\n",
            path, ticks, (unsigned long long)ops, ag_alloc_trace_streams(t),
            (unsigned long long)best[0].stats.peak_allocated, (unsigned long long)hi[0], range[0],
            (unsigned long long)hi[1], range[1], ((double)hi[0] / (double)hi[1] - 1.0) * 100.0, tm, tb, tm / tb,
-           (unsigned long long)best[0].device_ticks, (unsigned long long)best[1].device_ticks);
+           (unsigned long long)best[0].device_ticks, (unsigned long long)best[1].device_ticks,
+           (unsigned long long)best[0].device_calls, (unsigned long long)best[1].device_calls);
     ag_alloc_trace_destroy(t);
     ag_device_destroy(dev);
     free(text);

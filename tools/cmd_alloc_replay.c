@@ -52,8 +52,9 @@ static void print_result(const char *mode, const ag_alloc_replay_result *r)
     uint64_t nops = 0;
     for (int k = 0; k < AG_TOP_COUNT_; k++)
         nops += r->count[k];
-    printf("  time: %.6f s, %.1f ns per operation; modelled device time %llu ticks\n", r->total_seconds,
-           nops ? r->total_seconds * 1e9 / (double)nops : 0.0, (unsigned long long)r->device_ticks);
+    printf("  time: %.6f s, %.1f ns per operation; modelled device time %llu ticks; %llu device calls\n",
+           r->total_seconds, nops ? r->total_seconds * 1e9 / (double)nops : 0.0, (unsigned long long)r->device_ticks,
+           (unsigned long long)r->device_calls);
     for (int k = 0; k < AG_TOP_COUNT_; k++)
         if (r->count[k])
             printf("    %-7s %10llu x %9.1f ns\n", ag_trace_op_name((ag_trace_op)k), (unsigned long long)r->count[k],

@@ -209,6 +209,8 @@ typedef struct ag_alloc_replay_result {
     double total_seconds;
     uint64_t violations; /* --check: reuses not ordered after every earlier use */
     uint64_t device_ticks; /* modelled makespan: when the last stream finishes */
+    uint64_t device_calls; /* device entries the allocator called during the timed
+                            * replay (on an accelerator, each is a driver call) */
 } ag_alloc_replay_result;
 
 /* Replays t on dev (streams created here, through the timing model) with

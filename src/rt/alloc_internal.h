@@ -589,5 +589,6 @@ void ag_timed_tick(ag_timed *t);                             /* the host issued 
 void ag_timed_kernel(ag_timed *t, const ag_dev_stream *s);   /* a kernel enqueued on s */
 uint64_t ag_timed_now(const ag_timed *t);
 uint64_t ag_timed_makespan(const ag_timed *t);
+uint64_t ag_timed_calls(const ag_timed *t); /* device entries called through the wrapper */
 
 #endif

@@ -21,6 +21,7 @@ struct ag_timed {
     uint64_t end;   /* latest finish time of any stream */
     tmap streams;   /* stream -> finish time of its last enqueued work */
     tmap events;    /* event -> time its recorded point completes */
+    uint64_t calls; /* entries called on this device (the allocator's device calls) */
 };
 
 /* Fibonacci hashing: the top bits of the product, which every bit of the
@@ -138,17 +139,20 @@ static void td_destroy(void *impl)
 
 static ag_status td_mem_alloc(void *impl, ag_mem_type type, size_t bytes, size_t align, void **out)
 {
+    ((ag_timed *)impl)->calls++;
     return ag_dev_mem_alloc(((ag_timed *)impl)->inner, type, bytes, align, out);
 }
 
 static void td_mem_free(void *impl, void *ptr)
 {
+    ((ag_timed *)impl)->calls++;
     ag_dev_mem_free(((ag_timed *)impl)->inner, ptr);
 }
 
 static ag_status td_memcpy_async(void *impl, ag_dev_copy_kind kind, void *dst, const void *src, size_t n,
                                  ag_dev_stream *s)
 {
+    ((ag_timed *)impl)->calls++;
     ag_timed *t = impl;
     AG_TRY(ag_dev_memcpy_async(t->inner, kind, dst, src, n, s));
     ag_timed_kernel(t, s);
@@ -157,6 +161,7 @@ static ag_status td_memcpy_async(void *impl, ag_dev_copy_kind kind, void *dst, c
 
 static ag_status td_memset_async(void *impl, void *dst, int value, size_t n, ag_dev_stream *s)
 {
+    ((ag_timed *)impl)->calls++;
     ag_timed *t = impl;
     AG_TRY(ag_dev_memset_async(t->inner, dst, value, n, s));
     ag_timed_kernel(t, s);
@@ -165,6 +170,7 @@ static ag_status td_memset_async(void *impl, void *dst, int value, size_t n, ag_
 
 static ag_status td_launch(void *impl, ag_dev_stream *s, ag_dev_kernel_fn fn, void *arg, const char *name)
 {
+    ((ag_timed *)impl)->calls++;
     ag_timed *t = impl;
     AG_TRY(ag_dev_launch(t->inner, s, fn, arg, name));
     ag_timed_kernel(t, s);
@@ -174,6 +180,7 @@ static ag_status td_launch(void *impl, ag_dev_stream *s, ag_dev_kernel_fn fn, vo
 static ag_status td_launch_copy(void *impl, ag_dev_stream *s, ag_dev_kernel_fn fn, const void *args, size_t n,
                                 const char *name)
 {
+    ((ag_timed *)impl)->calls++;
     ag_timed *t = impl;
     AG_TRY(ag_dev_launch_copy(t->inner, s, fn, args, n, name));
     ag_timed_kernel(t, s);
@@ -182,6 +189,7 @@ static ag_status td_launch_copy(void *impl, ag_dev_stream *s, ag_dev_kernel_fn f
 
 static ag_status td_stream_create(void *impl, ag_dev_stream **out)
 {
+    ((ag_timed *)impl)->calls++;
     ag_timed *t = impl;
     AG_TRY(ag_dev_stream_create(t->inner, out));
     if (tmap_put(t->ctx, &t->streams, *out, t->now) != AG_OK) {
@@ -194,6 +202,7 @@ static ag_status td_stream_create(void *impl, ag_dev_stream **out)
 
 static void td_stream_destroy(void *impl, ag_dev_stream *s)
 {
+    ((ag_timed *)impl)->calls++;
     ag_timed *t = impl;
     tmap_del(&t->streams, s);
     ag_dev_stream_destroy(t->inner, s);
@@ -201,6 +210,7 @@ static void td_stream_destroy(void *impl, ag_dev_stream *s)
 
 static ag_status td_stream_synchronize(void *impl, ag_dev_stream *s)
 {
+    ((ag_timed *)impl)->calls++;
     ag_timed *t = impl;
     AG_TRY(ag_dev_stream_synchronize(t->inner, s));
     uint64_t e = stream_end(t, s);
@@ -211,6 +221,7 @@ static ag_status td_stream_synchronize(void *impl, ag_dev_stream *s)
 
 static ag_status td_event_create(void *impl, ag_dev_event **out)
 {
+    ((ag_timed *)impl)->calls++;
     ag_timed *t = impl;
     AG_TRY(ag_dev_event_create(t->inner, out));
     if (tmap_put(t->ctx, &t->events, *out, 0) != AG_OK) {
@@ -223,6 +234,7 @@ static ag_status td_event_create(void *impl, ag_dev_event **out)
 
 static void td_event_destroy(void *impl, ag_dev_event *e)
 {
+    ((ag_timed *)impl)->calls++;
     ag_timed *t = impl;
     tmap_del(&t->events, e);
     ag_dev_event_destroy(t->inner, e);
@@ -230,6 +242,7 @@ static void td_event_destroy(void *impl, ag_dev_event *e)
 
 static ag_status td_event_record(void *impl, ag_dev_event *e, ag_dev_stream *s)
 {
+    ((ag_timed *)impl)->calls++;
     ag_timed *t = impl;
     AG_TRY(ag_dev_event_record(t->inner, e, s));
     uint64_t *p = tmap_find(&t->events, e);
@@ -240,6 +253,7 @@ static ag_status td_event_record(void *impl, ag_dev_event *e, ag_dev_stream *s)
 
 static ag_status td_stream_wait_event(void *impl, ag_dev_stream *s, ag_dev_event *e)
 {
+    ((ag_timed *)impl)->calls++;
     ag_timed *t = impl;
     AG_TRY(ag_dev_stream_wait_event(t->inner, s, e));
     uint64_t *p = tmap_find(&t->events, e);
@@ -250,6 +264,7 @@ static ag_status td_stream_wait_event(void *impl, ag_dev_stream *s, ag_dev_event
 
 static ag_status td_stream_query(void *impl, ag_dev_stream *s, bool *idle)
 {
+    ((ag_timed *)impl)->calls++;
     ag_timed *t = impl;
     if (stream_end(t, s) > t->now) {
         *idle = false;
@@ -266,6 +281,7 @@ static ag_status td_stream_query(void *impl, ag_dev_stream *s, bool *idle)
 
 static ag_status td_event_query(void *impl, ag_dev_event *e, bool *done)
 {
+    ((ag_timed *)impl)->calls++;
     ag_timed *t = impl;
     uint64_t *p = tmap_find(&t->events, e);
     if (p && *p > t->now) {
@@ -282,6 +298,7 @@ static ag_status td_event_query(void *impl, ag_dev_event *e, bool *done)
 
 static ag_status td_event_synchronize(void *impl, ag_dev_event *e)
 {
+    ((ag_timed *)impl)->calls++;
     ag_timed *t = impl;
     AG_TRY(ag_dev_event_synchronize(t->inner, e));
     uint64_t *p = tmap_find(&t->events, e);
@@ -292,26 +309,31 @@ static ag_status td_event_synchronize(void *impl, ag_dev_event *e)
 
 static ag_status td_capture_begin(void *impl, ag_dev_stream *s)
 {
+    ((ag_timed *)impl)->calls++;
     return ag_dev_capture_begin(((ag_timed *)impl)->inner, s);
 }
 
 static ag_status td_capture_end(void *impl, ag_dev_stream *s, ag_dev_graph **out)
 {
+    ((ag_timed *)impl)->calls++;
     return ag_dev_capture_end(((ag_timed *)impl)->inner, s, out);
 }
 
 static ag_status td_graph_launch(void *impl, ag_dev_graph *g, ag_dev_stream *s)
 {
+    ((ag_timed *)impl)->calls++;
     return ag_dev_graph_launch(((ag_timed *)impl)->inner, g, s);
 }
 
 static void td_graph_destroy(void *impl, ag_dev_graph *g)
 {
+    ((ag_timed *)impl)->calls++;
     ag_dev_graph_destroy(((ag_timed *)impl)->inner, g);
 }
 
 static ag_status td_synchronize(void *impl)
 {
+    ((ag_timed *)impl)->calls++;
     ag_timed *t = impl;
     AG_TRY(ag_dev_synchronize(t->inner));
     if (t->end > t->now)
@@ -321,16 +343,19 @@ static ag_status td_synchronize(void *impl)
 
 static ag_dev_state td_state(void *impl, const char **why)
 {
+    ((ag_timed *)impl)->calls++;
     return ag_dev_device_state(((ag_timed *)impl)->inner, why);
 }
 
 static void td_poison(void *impl, const char *why)
 {
+    ((ag_timed *)impl)->calls++;
     ag_dev_poison(((ag_timed *)impl)->inner, why);
 }
 
 static void td_stats(void *impl, ag_dev_stats *out)
 {
+    ((ag_timed *)impl)->calls++;
     ag_dev_stats_get(((ag_timed *)impl)->inner, out);
 }
 
@@ -396,6 +421,11 @@ void ag_timed_kernel(ag_timed *t, const ag_dev_stream *s)
 uint64_t ag_timed_now(const ag_timed *t)
 {
     return t->now;
+}
+
+uint64_t ag_timed_calls(const ag_timed *t)
+{
+    return t->calls;
 }
 
 uint64_t ag_timed_makespan(const ag_timed *t)

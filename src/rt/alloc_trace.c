@@ -512,6 +512,7 @@ ag_status ag_alloc_replay(ag_ctx *ctx, ag_device *dev, const ag_alloc_trace *t, 
     memset(&out, 0, sizeof out);
     out.size = sizeof out;
     const trace_op *ops = t->ops.data;
+    uint64_t calls0 = ag_timed_calls(r.timed);
     double t0 = now_s();
     for (uint32_t k = 0; k < t->ops.len && st == AG_OK; k++) {
         ag_timed_tick(r.timed);
@@ -533,6 +534,7 @@ ag_status ag_alloc_replay(ag_ctx *ctx, ag_device *dev, const ag_alloc_trace *t, 
         out.seconds[AG_TOP_SYNC] += now_s() - a0;
     }
     out.total_seconds = now_s() - t0;
+    out.device_calls = ag_timed_calls(r.timed) - calls0;
     if (st == AG_OK && r.hook_oom)
         st = AG_OOM(ctx);
     if (st == AG_OK) {
