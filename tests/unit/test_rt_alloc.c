@@ -267,6 +267,16 @@ static void gate(fix *f, uint32_t s, atomic_int *open)
     assert_int_equal(ag_dev_launch(f->dev, f->s[s], gate_kernel, open, "gate"), AG_OK);
 }
 
+/* A block of size bytes born on stream 0 and used by stream 1, which stays
+ * busy until *open: the events of its release on 1 stay incomplete. */
+static ag_block *shared_with_busy_1(fix *f, atomic_int *open, uint64_t size)
+{
+    gate(f, 1, open);
+    ag_block *b = xmalloc(f, 0, size);
+    assert_int_equal(ag_alloc_access(f->a, b, 1), AG_OK);
+    return b;
+}
+
 /* Born on 0, used by 1; 0 drops it first (local recycle), 1 drops it next
  * (local recycle too: 1 does not know 0 is done); the event 0 -> 1 tells 1,
  * which borrows it; 1 reuses it, frees it, and the event 1 -> 0 sends it home.
@@ -277,10 +287,8 @@ static void test_local_borrow_home(void **state)
     fix f;
     fix_open(&f, 2, AG_ALLOC_MULTI, 0);
     atomic_int open = 0;
-    gate(&f, 1, &open);
-    ag_block *b = xmalloc(&f, 0, 4096);
+    ag_block *b = shared_with_busy_1(&f, &open, 4096);
     void *p = ag_block_ptr(b);
-    assert_int_equal(ag_alloc_access(f.a, b, 1), AG_OK);
     assert_int_equal(ag_alloc_free(f.a, b, 0), AG_OK);
     assert_int_equal(ag_alloc_free(f.a, b, 1), AG_OK);
     ag_alloc_stats s = stats(f.a);
@@ -331,10 +339,8 @@ static void test_polled_fallback(void **state)
     fix_open(&f, 2, AG_ALLOC_MULTI, 0);
     f.a->cfg.poll_every = 1; /* the fallback polled at every allocation */
     atomic_int open = 0;
-    gate(&f, 1, &open);
-    ag_block *b = xmalloc(&f, 0, 4096);
+    ag_block *b = shared_with_busy_1(&f, &open, 4096);
     void *p = ag_block_ptr(b);
-    assert_int_equal(ag_alloc_access(f.a, b, 1), AG_OK);
     assert_int_equal(ag_alloc_free(f.a, b, 1), AG_OK);
     assert_int_equal(ag_alloc_free(f.a, b, 0), AG_OK);
     ag_alloc_stats s = stats(f.a);
@@ -430,9 +436,7 @@ static void test_later_point_seen(void **state)
     fix_open(&f, 2, AG_ALLOC_MULTI, 0);
     f.a->cfg.poll_every = 1; /* the fallback polled at every allocation */
     atomic_int open = 0;
-    gate(&f, 1, &open);
-    ag_block *b = xmalloc(&f, 0, 4096);
-    assert_int_equal(ag_alloc_access(f.a, b, 1), AG_OK);
+    ag_block *b = shared_with_busy_1(&f, &open, 4096);
     assert_int_equal(ag_alloc_free(f.a, b, 0), AG_OK);
     assert_int_equal(ag_alloc_free(f.a, b, 1), AG_OK); /* 1 is busy: queued */
     assert_int_equal(f.a->npend, 1);
@@ -541,9 +545,7 @@ static void test_local_then_birth(void **state)
     fix f;
     fix_open(&f, 2, AG_ALLOC_MULTI, 0);
     atomic_int open = 0;
-    gate(&f, 1, &open); /* the fallback's event on 1 stays incomplete */
-    ag_block *b = xmalloc(&f, 0, 512);
-    assert_int_equal(ag_alloc_access(f.a, b, 1), AG_OK);
+    ag_block *b = shared_with_busy_1(&f, &open, 512); /* the fallback's event stays incomplete */
     assert_int_equal(ag_alloc_free(f.a, b, 1), AG_OK);
     assert_int_equal(ag_alloc_free(f.a, b, 0), AG_OK);
     assert_int_equal(stats(f.a).birth_recycles, 0);
