@@ -170,7 +170,7 @@ static int synth(uint64_t seed, uint64_t ops, uint32_t n)
 typedef struct model_trace {
     const ag_graph *g;
     const ag_plan *p;
-    uint32_t n, cap, nb;
+    uint32_t n, nb;
     uint32_t *tfirst; /* per node: index of its first plan tensor */
     uint32_t *stream; /* per node */
     uint32_t *born;   /* per buffer: allocating stream, UINT32_MAX before */
@@ -240,11 +240,12 @@ static void model_touch(model_trace *m, uint32_t b, uint32_t s, uint32_t from, b
 /* prints the trace of the planned graph g on n streams */
 static int model_print(ag_ctx *ctx, const char *path, const ag_graph *g, const ag_plan *plan, uint32_t n)
 {
-    model_trace m = {.g = g, .p = plan, .n = n, .cap = ag_graph_node_capacity(g), .nb = ag_plan_buffer_count(plan)};
+    model_trace m = {.g = g, .p = plan, .n = n, .nb = ag_plan_buffer_count(plan)};
+    uint32_t cap = ag_graph_node_capacity(g);
     uint32_t cnt = 0, maxio = 1, next = 0;
     ag_node_id *order = calloc(ag_graph_node_count(g) + 1u, sizeof *order);
-    m.tfirst = calloc(m.cap, sizeof *m.tfirst);
-    m.stream = calloc(m.cap, sizeof *m.stream);
+    m.tfirst = calloc(cap, sizeof *m.tfirst);
+    m.stream = calloc(cap, sizeof *m.stream);
     m.born = malloc(((size_t)m.nb + 1u) * sizeof *m.born);
     m.wstream = calloc((size_t)m.nb + 1u, sizeof *m.wstream);
     m.last = calloc((size_t)m.nb + 1u, sizeof *m.last);
