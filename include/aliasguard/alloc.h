@@ -65,6 +65,11 @@ typedef struct ag_alloc_config {
                             * a pool cannot serve a request, and otherwise at every
                             * poll_every-th allocation (0: only then; 1: at each one,
                             * as the baseline does; 3) */
+    uint64_t gather_min;   /* multi mode with steal: before a request of at least this
+                            * many bytes grows the device memory past its peak, the
+                            * pools' idle wholly free regions go back to L1, merge
+                            * there and serve it if they can (10 MiB; UINT64_MAX:
+                            * never) */
 } ag_alloc_config;
 
 void ag_alloc_config_default(ag_alloc_config *cfg);
@@ -101,6 +106,9 @@ typedef struct ag_alloc_stats {
     /* multi mode: streams asked whether idle at a shared block's last free
      * (an idle one needs no event) */
     uint64_t stream_queries;
+    /* multi mode: idle wholly free pool regions given back to L1 before a
+     * growth past the peak (ag_alloc_config.gather_min) */
+    uint64_t regions_gathered;
 } ag_alloc_stats;
 
 /* Creates an allocator over dev for the streams streams[0..cfg->nstreams-1]
@@ -199,6 +207,9 @@ typedef struct ag_alloc_replay_opts {
     size_t size;           /* sizeof(ag_alloc_replay_opts) */
     bool check;            /* verify every handed-out block (happens-before) */
     uint32_t kernel_ticks; /* duration of one modelled kernel, in host operations */
+    uint32_t runs;         /* executions of the trace, one after the other with the
+                            * same allocator (0 or 1: once); from the second on,
+                            * every block must have been freed by the end */
 } ag_alloc_replay_opts;
 
 typedef struct ag_alloc_replay_result {
@@ -218,7 +229,9 @@ typedef struct ag_alloc_replay_result {
  * NULL: no check, instant kernels.  The check verifies every handed-out
  * block against the happens-before order of the trace's events, host
  * synchronisations, events the allocator saw complete and the waits it
- * enqueued itself.  Ends with a sync. */
+ * enqueued itself.  Ends with a sync; opts->runs replays the trace that
+ * many times in a row (repeated executions of one graph: the allocator's
+ * steady state), counting and timing them all. */
 ag_status ag_alloc_replay(ag_ctx *ctx, ag_device *dev, const ag_alloc_trace *t, const ag_alloc_config *cfg,
                           const ag_alloc_replay_opts *opts, ag_alloc_replay_result *res);
 

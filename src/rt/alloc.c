@@ -27,6 +27,7 @@ void ag_alloc_config_default(ag_alloc_config *c)
     c->borrow = 1;
     c->steal = 1;
     c->poll_every = 3;
+    c->gather_min = 10u << 20;
 }
 
 const char *ag_alloc_mode_name(ag_alloc_mode m)

@@ -62,6 +62,8 @@ typedef struct ag_wholeset {
 struct ag_heap {
     ag_ctx *ctx;
     uint64_t quantum, split_min, max_split;
+    uint64_t keep; /* free spans this large serve only requests this large (UINT64_MAX) */
+    uint64_t alone; /* requests this large take no span half again as large (UINT64_MAX) */
     uint32_t qshift; /* log2(quantum): bins divide by a shift */
     uint32_t tag;    /* the user's label (a pool: its stream) */
     ag_heap_grow_fn grow;
@@ -102,6 +104,9 @@ ag_status ag_heap_reserve(ag_heap *h);
  * off the remainder when it is worth keeping; NULL when none fits.  Needs a
  * prior ag_heap_reserve. */
 ag_span *ag_heap_take(ag_heap *h, uint64_t size);
+/* ag_heap_take without the keep and alone rules (max_split holds): after
+ * a growth for this request, or under memory pressure. */
+ag_span *ag_heap_take_any(ag_heap *h, uint64_t size);
 /* Adds a free region of at least size bytes from the backing (AG_ENOMEM or the
  * backing's status; nothing changed then). */
 ag_status ag_heap_grow(ag_heap *h, uint64_t size);

@@ -72,6 +72,8 @@ static ag_span *steal_pick(ag_memalloc *a, uint64_t size, uint32_t *owner)
     ag_span *best = NULL;
     uint32_t best_rank = 3;
     uint64_t limit = size + (size > a->cfg.l1_segment ? size : a->cfg.l1_segment);
+    if (size >= a->cfg.large_alone)
+        limit = size + size / 2u; /* as the heaps take for such a request */
     const ag_wholeset *w = &a->pool_whole;
     uint32_t b1 = ag_alloc_bin(limit >> w->qshift);
     /* the smallest bin holding a region that needs no event is close
@@ -134,6 +136,56 @@ static ag_span *steal(ag_memalloc *a, uint64_t size)
     return s ? ag_heap_detach(s->heap, s) : NULL;
 }
 
+/* Whether the host has seen stream k complete its work, asking the device
+ * (without waiting) once per gather: asked[k] is 0 before, 1 idle, 2 busy. */
+static bool stream_seen_idle(ag_memalloc *a, uint32_t k, uint8_t *asked)
+{
+    if (asked[k] == 0) {
+        asked[k] = 2;
+        bool idle = false;
+        uint64_t mark = ag_hb_mark(a, k); /* before the query: never claims more */
+        if (!a->no_stream_query && ag_dev_stream_query(a->dev, a->streams[k], &idle) == AG_OK) {
+            a->s.stream_queries++;
+            if (idle) {
+                ag_hb_join(a, UINT32_MAX, mark);
+                ag_epoch_done(a, k);
+                asked[k] = 1;
+            }
+        } else {
+            ag_ctx_clear_error(ag_device_ctx(a->dev));
+        }
+    }
+    return asked[k] == 1;
+}
+
+/* Before the device memory grows past its peak: the wholly free regions of
+ * the pools (but the growing one) that no queued work touches any more go
+ * back to L1, where they merge with their neighbours into the segments they
+ * were cut from.  Returns whether any moved.  Pools cut their regions from
+ * L1's cache, splitting large free segments between two executions (after
+ * a resource clean); this puts such a segment together again, so that the
+ * next execution's large request finds it instead of growing the device. */
+static bool l1_gather(ag_memalloc *a)
+{
+    uint8_t asked[AG_ALLOC_MAX_STREAMS];
+    memset(asked, 0, a->n);
+    bool moved = false;
+    for (uint32_t k = 0; k < a->n; k++)
+        ag_recent_flush(a, k);
+    ag_wholeset *w = &a->pool_whole;
+    for (uint32_t b = ag_binmap_next(w->binmap, 0); b < AG_NBINS; b = ag_binmap_next(w->binmap, b + 1u))
+        for (ag_span *s = w->bins[b], *nx; s; s = nx) {
+            nx = s->wnext;
+            uint32_t k = s->heap->tag;
+            if (s->heap == a->grow_heap || (!region_idle(a, s, k) && !stream_seen_idle(a, k, asked)))
+                continue;
+            ag_heap_put(&a->l1, ag_heap_detach(s->heap, s));
+            a->s.regions_gathered++;
+            moved = true;
+        }
+    return moved;
+}
+
 /* An L1 span of at least size bytes (a multiple of the page size) for a
  * pool region: L1's cache, a free region of another pool, the device. */
 static ag_status l1_take(ag_memalloc *a, uint64_t size, ag_span **out)
@@ -146,6 +198,14 @@ static ag_status l1_take(ag_memalloc *a, uint64_t size, ag_span **out)
         goto done;
     if (a->cfg.steal && !a->steal_tried && (s = steal(a, size)) != NULL)
         goto done;
+    if (a->cfg.steal && size >= a->cfg.gather_min && a->s.reserved + size > a->s.peak_reserved && l1_gather(a)) {
+        /* A new peak: first what the pools cache idle, merged in L1.  (What
+         * still does not serve stays cached: giving it to the device would
+         * lower this peak only for the next execution to grow it again.) */
+        AG_TRY(ag_heap_reserve(h));
+        if ((s = ag_heap_take(h, size)) != NULL)
+            goto done;
+    }
     uint64_t seg = size;
     if (size < a->cfg.l1_segment) {
         seg = round_up(a->cfg.l1_segment, a->cfg.page_size);
@@ -166,7 +226,7 @@ static ag_status l1_take(ag_memalloc *a, uint64_t size, ag_span **out)
         ag_heap_trim(h);
         ag_pools_release(a, true);
         AG_TRY(ag_heap_reserve(h));
-        s = ag_heap_take(h, size);
+        s = ag_heap_take_any(h, size); /* under pressure any free span serves */
         if (s)
             goto done;
         ag_heap_trim(h);
@@ -175,7 +235,7 @@ static ag_status l1_take(ag_memalloc *a, uint64_t size, ag_span **out)
     if (st != AG_OK)
         return st;
     AG_TRY(ag_heap_reserve(h));
-    s = ag_heap_take(h, size);
+    s = ag_heap_take_any(h, size); /* what grew for it serves it */
     ag_assert(s);
 done:
     *out = s;
@@ -208,6 +268,15 @@ ag_status ag_l1_init(ag_memalloc *a)
     a->pool_whole.qshift = (uint32_t)__builtin_ctzll(a->cfg.page_size);
     ag_heap_init(&a->l1, a->ctx, a->cfg.page_size, a->cfg.page_size, a->cfg.max_split, dev_grow, dev_release, a,
                  true);
+    /* A segment grown for a large request alone is kept for such requests:
+     * cutting small regions from it between two executions would make the
+     * next large request grow the device again.  By size: L1 grows a
+     * segment larger than l1_segment only for a request that large. */
+    if (a->cfg.mode == AG_ALLOC_MULTI && a->cfg.steal) {
+        a->l1.alone = a->cfg.large_alone;
+        if (a->cfg.large_alone > round_up(a->cfg.l1_segment, a->cfg.page_size))
+            a->l1.keep = a->cfg.large_alone;
+    }
     return AG_OK;
 }
 
@@ -227,6 +296,11 @@ ag_status ag_pool_init(ag_memalloc *a, uint32_t stream)
     if (multi)
         for (uint32_t p = 0; p < 2; p++)
             ag_heap_share_whole(&s->pool[p], &a->pool_whole, &s->ev_seq, stream);
+    /* A region cut for a large request alone is for a request of about
+     * its size: half as large again at most, so that the next execution's
+     * requests find the regions the last one left (fine regions, steal) */
+    if (multi && a->cfg.steal)
+        s->pool[AG_POOL_LARGE].alone = a->cfg.large_alone;
     return AG_OK;
 }
 
@@ -312,7 +386,7 @@ ag_status ag_pool_take(ag_memalloc *a, uint32_t stream, uint64_t size, bool trie
             if (st != AG_OK)
                 return st;
             AG_TRY(ag_heap_reserve(h));
-            s = ag_heap_take(h, size);
+            s = ag_heap_take_any(h, size);
             ag_assert(s);
         }
     }

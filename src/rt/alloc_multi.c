@@ -502,6 +502,14 @@ ag_status ag_multi_clean(ag_memalloc *a)
             }
         }
     }
-    ag_pools_release(a, false);
+    /* Pools give their wholly free regions to L1.  With steal they may keep
+     * them instead: after the synchronise they are idle, and a pool that
+     * needs memory takes one whole, with no event, before L1 grows; so the
+     * next execution finds the regions this one cut, where merging them in
+     * L1 would have it cut them anew (and grow the device for what no
+     * longer fits).  A cache limit still gives them to L1, which gives the
+     * excess to the device. */
+    if (!a->cfg.steal || a->cfg.l1_cache_limit != UINT64_MAX)
+        ag_pools_release(a, false);
     return AG_OK;
 }

@@ -40,6 +40,8 @@ void ag_heap_init(ag_heap *h, ag_ctx *ctx, uint64_t quantum, uint64_t split_min,
     h->quantum = quantum;
     h->split_min = split_min < quantum ? quantum : split_min;
     h->max_split = max_split;
+    h->keep = UINT64_MAX;
+    h->alone = UINT64_MAX;
     h->grow = grow;
     h->release = release;
     h->ud = ud;
@@ -168,12 +170,13 @@ ag_status ag_heap_reserve(ag_heap *h)
 }
 
 /* Smallest span of at least size in bin b (spans of other bins all fit or
- * all do not), skipping spans reserved for oversize requests. */
-static ag_span *best_in_bin(const ag_heap *h, uint32_t b, uint64_t size)
+ * all do not), skipping spans of cap bytes or more (reserved for larger
+ * requests). */
+static ag_span *best_in_bin(const ag_heap *h, uint32_t b, uint64_t size, uint64_t cap)
 {
     ag_span *best = NULL;
     for (ag_span *s = h->bins[b]; s; s = s->fnext) {
-        if (s->size < size || (size < h->max_split && s->size >= h->max_split))
+        if (s->size < size || s->size >= cap)
             continue;
         if (!best || s->size < best->size || (s->size == best->size && s->addr < best->addr))
             best = s;
@@ -185,17 +188,37 @@ static ag_span *best_in_bin(const ag_heap *h, uint32_t b, uint64_t size)
 
 static ag_span *carve(ag_heap *h, ag_span *s, uint64_t size);
 
+static ag_span *take(ag_heap *h, uint64_t size, uint64_t cap);
+
 ag_span *ag_heap_take(ag_heap *h, uint64_t size)
+{
+    /* spans of max_split or more serve only requests that large (never
+     * split); spans of keep or more too (split for them); a request of
+     * alone or more takes no span half again as large */
+    uint64_t cap = size < h->max_split ? h->max_split : UINT64_MAX;
+    if (size < h->keep && h->keep < cap)
+        cap = h->keep;
+    if (size >= h->alone && size / 2u + 1u < cap - size) /* cap > size here */
+        cap = size + size / 2u + 1u;
+    return take(h, size, cap);
+}
+
+ag_span *ag_heap_take_any(ag_heap *h, uint64_t size)
+{
+    return take(h, size, size < h->max_split ? h->max_split : UINT64_MAX);
+}
+
+static ag_span *take(ag_heap *h, uint64_t size, uint64_t cap)
 {
     ag_assert(size > 0 && size % h->quantum == 0);
     uint32_t b = ag_alloc_bin(size >> h->qshift);
-    ag_span *s = best_in_bin(h, b, size);
+    ag_span *s = best_in_bin(h, b, size, cap);
     if (!s) {
         uint32_t lim = AG_NBINS;
-        if (size < h->max_split && h->max_split != UINT64_MAX)
-            lim = ag_alloc_bin((h->max_split >> h->qshift)) + 1u;
+        if (cap != UINT64_MAX && ag_alloc_bin(cap >> h->qshift) + 1u < lim)
+            lim = ag_alloc_bin(cap >> h->qshift) + 1u;
         for (uint32_t nb = ag_binmap_next(h->binmap, b + 1u); nb < lim; nb = ag_binmap_next(h->binmap, nb + 1u)) {
-            s = best_in_bin(h, nb, size);
+            s = best_in_bin(h, nb, size, cap);
             if (s)
                 break;
         }

@@ -114,6 +114,43 @@ static void test_heap_max_split(void **state)
     ag_ctx_destroy(ctx);
 }
 
+/* keep: spans that large serve requests that large only (split for them);
+ * alone: requests that large take no span half again as large */
+static void test_heap_keep_alone(void **state)
+{
+    (void)state;
+    ag_ctx *ctx = agtest_ctx();
+    fake_backing fb = {0};
+    ag_heap h;
+    ag_heap_init(&h, ctx, 512, 512, UINT64_MAX, fake_grow, fake_release, &fb, false);
+    h.keep = h.alone = 65536;
+    assert_int_equal(ag_heap_grow(&h, 131072), AG_OK);
+    assert_int_equal(ag_heap_reserve(&h), AG_OK);
+    assert_null(ag_heap_take(&h, 1024));  /* kept for a large request */
+    assert_null(ag_heap_take(&h, 65536)); /* twice its size: too large */
+    ag_span *big = ag_heap_take(&h, 98304); /* 128 KiB < 1.5 x 96 KiB */
+    assert_non_null(big);
+    assert_int_equal(big->size, 98304); /* split for it */
+    assert_true(ag_heap_check(&h));
+    /* the 32 KiB remainder is below keep: a small request takes it */
+    assert_int_equal(ag_heap_reserve(&h), AG_OK);
+    ag_span *small = ag_heap_take(&h, 1024);
+    assert_non_null(small);
+    assert_int_equal(small->addr, big->addr + 98304);
+    ag_heap_put(&h, small);
+    ag_heap_put(&h, big);
+    /* without the rules the same spans serve anything */
+    h.keep = h.alone = UINT64_MAX;
+    assert_int_equal(ag_heap_reserve(&h), AG_OK);
+    small = ag_heap_take(&h, 1024);
+    assert_non_null(small);
+    ag_heap_put(&h, small);
+    assert_true(ag_heap_check(&h));
+    ag_heap_destroy(&h);
+    assert_int_equal(fb.live, 0);
+    ag_ctx_destroy(ctx);
+}
+
 static void test_bins(void **state)
 {
     (void)state;
@@ -853,6 +890,180 @@ static void test_l1_geometric(void **state)
     }
 }
 
+/* Between two executions the pools keep their regions: after the clean
+ * they are idle, and another stream takes one whole with no event and no
+ * device call.  With a cache limit they go to L1, which gives the excess
+ * to the device. */
+static void test_clean_keeps_regions(void **state)
+{
+    (void)state;
+    for (int limit = 0; limit < 2; limit++) {
+        fix f;
+        fix_open(&f, 2, AG_ALLOC_MULTI, 0);
+        if (limit)
+            f.a->cfg.l1_cache_limit = 0;
+        ag_block *b = xmalloc(&f, 0, 3u << 20);
+        void *p = ag_block_ptr(b);
+        assert_int_equal(ag_alloc_free(f.a, b, 0), AG_OK);
+        assert_int_equal(ag_alloc_sync(f.a, AG_SYNC_LAST), AG_OK);
+        assert_int_equal(ag_alloc_sync(f.a, AG_SYNC_CLEAN), AG_OK);
+        ag_alloc_stats s = stats(f.a);
+        if (limit) {
+            assert_int_equal(s.reserved, 0);
+            assert_int_equal(s.device_frees, 1);
+        } else {
+            assert_int_equal(s.reserved, 4u << 20);
+            assert_int_equal(ag_heap_cached(&f.a->l1), 0);
+            assert_int_equal(ag_heap_cached(&f.a->st[0].pool[AG_POOL_LARGE]), 4u << 20);
+            ag_block *c = xmalloc(&f, 1, 3u << 20);
+            s = stats(f.a);
+            assert_ptr_equal(ag_block_ptr(c), p);
+            assert_int_equal(s.device_allocs, 1);
+            assert_int_equal(s.regions_moved, 1);
+            assert_int_equal(s.region_waits, 0); /* idle since the clean */
+            assert_int_equal(ag_alloc_free(f.a, c, 1), AG_OK);
+        }
+        fix_close(&f);
+    }
+}
+
+/* A free L1 segment as large as a large request alone (10 MiB) is kept for
+ * such requests: a small region does not cut it, and the large request of
+ * the next execution finds it whole. */
+static void test_l1_keeps_large(void **state)
+{
+    (void)state;
+    fix f;
+    fix_open(&f, 2, AG_ALLOC_MULTI, 0);
+    f.a->cfg.l1_cache_limit = 64u << 20; /* the clean gives the region to L1, which keeps it */
+    ag_block *g = xmalloc(&f, 0, 12u << 20);
+    uintptr_t lo = (uintptr_t)ag_block_ptr(g), hi = lo + (12u << 20);
+    assert_int_equal(ag_alloc_free(f.a, g, 0), AG_OK);
+    assert_int_equal(ag_alloc_sync(f.a, AG_SYNC_CLEAN), AG_OK);
+    assert_int_equal(ag_heap_cached(&f.a->l1), 12u << 20);
+    ag_block *small = xmalloc(&f, 1, 256u << 10);
+    uintptr_t p = (uintptr_t)ag_block_ptr(small);
+    assert_true(p + (256u << 10) <= lo || p >= hi);
+    assert_int_equal(stats(f.a).device_allocs, 2);
+    g = xmalloc(&f, 0, 12u << 20);
+    assert_int_equal((uintptr_t)ag_block_ptr(g), lo);
+    ag_alloc_stats s = stats(f.a);
+    assert_int_equal(s.device_allocs, 2);
+    assert_int_equal(s.peak_reserved, 14u << 20); /* and one 2 MiB segment for the small region */
+    assert_int_equal(ag_alloc_free(f.a, g, 0), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, small, 1), AG_OK);
+    fix_close(&f);
+}
+
+/* A region cut for a large request alone serves a request of about its
+ * size only: a 32 MiB region is not cut for 20 MiB (it would be gone when
+ * 32 MiB come again), but serves 22 MiB (less than half again as large). */
+static void test_alone_bound(void **state)
+{
+    (void)state;
+    fix f;
+    fix_open(&f, 1, AG_ALLOC_MULTI, 0);
+    ag_block *a = xmalloc(&f, 0, 32u << 20);
+    void *pa = ag_block_ptr(a);
+    assert_int_equal(ag_alloc_free(f.a, a, 0), AG_OK);
+    ag_block *b = xmalloc(&f, 0, 20u << 20);
+    assert_ptr_not_equal(ag_block_ptr(b), pa);
+    assert_int_equal(stats(f.a).device_allocs, 2);
+    a = xmalloc(&f, 0, 32u << 20);
+    assert_ptr_equal(ag_block_ptr(a), pa);
+    assert_int_equal(stats(f.a).device_allocs, 2);
+    assert_int_equal(ag_alloc_free(f.a, a, 0), AG_OK);
+    ag_block *c = xmalloc(&f, 0, 22u << 20);
+    assert_ptr_equal(ag_block_ptr(c), pa);
+    assert_int_equal(stats(f.a).device_allocs, 2);
+    assert_int_equal(ag_alloc_free(f.a, b, 0), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, c, 0), AG_OK);
+    fix_close(&f);
+}
+
+/* Before the device memory grows past its peak, idle free regions of the
+ * pools go back to L1 and merge: two 4 MiB regions stream 1 cut from an
+ * 8 MiB segment serve stream 0's 8 MiB request again, with no device call.
+ * Without the gather the device grows to twice the memory. */
+/* An 8 MiB segment in L1 (the clean gives stream 0's region back under a
+ * cache limit), then cut into two 4 MiB regions for stream 1's blocks x
+ * and y; returns the segment's address. */
+static void *cut_segment(fix *f, ag_block **x, ag_block **y)
+{
+    f->a->cfg.l1_cache_limit = 64u << 20;
+    ag_block *g = xmalloc(f, 0, 8u << 20);
+    void *p = ag_block_ptr(g);
+    assert_int_equal(ag_alloc_free(f->a, g, 0), AG_OK);
+    assert_int_equal(ag_alloc_sync(f->a, AG_SYNC_CLEAN), AG_OK);
+    f->a->cfg.l1_cache_limit = UINT64_MAX;
+    *x = xmalloc(f, 1, 3u << 20);
+    *y = xmalloc(f, 1, 3u << 20);
+    assert_ptr_equal(ag_block_ptr(*x), p);
+    return p;
+}
+
+static void test_gather(void **state)
+{
+    (void)state;
+    for (int gather = 1; gather >= 0; gather--) {
+        fix f;
+        fix_open(&f, 2, AG_ALLOC_MULTI, 0);
+        f.a->cfg.gather_min = gather ? 1u << 20 : UINT64_MAX;
+        ag_block *x, *y;
+        void *p = cut_segment(&f, &x, &y);
+        assert_int_equal(ag_alloc_free(f.a, x, 1), AG_OK);
+        assert_int_equal(ag_alloc_free(f.a, y, 1), AG_OK);
+        ag_block *g = xmalloc(&f, 0, 8u << 20);
+        ag_alloc_stats s = stats(f.a);
+        if (gather) {
+            assert_ptr_equal(ag_block_ptr(g), p);
+            assert_int_equal(s.regions_gathered, 2);
+            assert_int_equal(s.device_allocs, 1);
+            assert_int_equal(s.peak_reserved, 8u << 20);
+        } else {
+            assert_ptr_not_equal(ag_block_ptr(g), p);
+            assert_int_equal(s.regions_gathered, 0);
+            assert_int_equal(s.peak_reserved, 16u << 20);
+        }
+        assert_true(heaps_ok(f.a));
+        assert_int_equal(ag_alloc_free(f.a, g, 0), AG_OK);
+        fix_close(&f);
+    }
+}
+
+/* Work still queued on a pool's stream keeps its region out of the gather
+ * (it could still touch the memory); once the stream is idle it goes. */
+static ag_status slow_kernel(void *arg)
+{
+    atomic_int *go = arg;
+    while (!atomic_load(go))
+        sched_yield();
+    return AG_OK;
+}
+
+static void test_gather_busy(void **state)
+{
+    (void)state;
+    fix f;
+    fix_open(&f, 2, AG_ALLOC_MULTI, 0);
+    f.a->cfg.gather_min = 1u << 20;
+    ag_block *x, *y;
+    cut_segment(&f, &x, &y);
+    static atomic_int go;
+    atomic_store(&go, 0);
+    assert_int_equal(ag_dev_launch(f.dev, f.s[1], slow_kernel, &go, "slow"), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, x, 1), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, y, 1), AG_OK);
+    ag_block *g = xmalloc(&f, 0, 8u << 20);
+    ag_alloc_stats s = stats(f.a);
+    assert_int_equal(s.regions_gathered, 0);
+    assert_int_equal(s.device_allocs, 2);
+    atomic_store(&go, 1);
+    assert_int_equal(ag_dev_stream_synchronize(f.dev, f.s[1]), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, g, 0), AG_OK);
+    fix_close(&f);
+}
+
 /* A device of 6 MiB: stream 0 fills and frees (its pools keep the memory),
  * stream 1 then needs memory: L1 trims, the pools give back, the retry wins. */
 static void test_trim_and_retry(void **state)
@@ -1239,6 +1450,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_heap_split_merge),
         cmocka_unit_test(test_heap_max_split),
+        cmocka_unit_test(test_heap_keep_alone),
         cmocka_unit_test(test_bins),
         cmocka_unit_test(test_mif_256),
         cmocka_unit_test(test_birth_recycle),
@@ -1255,6 +1467,11 @@ int main(void)
         cmocka_unit_test(test_borrow_larger_then_again),
         cmocka_unit_test(test_streams_256),
         cmocka_unit_test(test_l1_geometric),
+        cmocka_unit_test(test_clean_keeps_regions),
+        cmocka_unit_test(test_l1_keeps_large),
+        cmocka_unit_test(test_alone_bound),
+        cmocka_unit_test(test_gather),
+        cmocka_unit_test(test_gather_busy),
         cmocka_unit_test(test_trim_and_retry),
         cmocka_unit_test(test_oom_reclaim),
         cmocka_unit_test(test_baseline),
