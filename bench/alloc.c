@@ -12,9 +12,11 @@
  *                                  the plan's buffers executed on STREAMS
  *                                  streams; a tensor of unknown size is an
  *                                  error naming it
- *   alloc compare TRACE [TICKS]    replays TRACE with both modes in turn (best of 9) under
+ *   alloc compare TRACE [TICKS [RUNS]]
+ *                                  replays TRACE with both modes in turn (best of 9) under
  *                                  the timing model: kernels of TICKS host
- *                                  operations (default 0, an idle device) */
+ *                                  operations (default 0, an idle device),
+ *                                  as RUNS executions in a row (default 1) */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <stdint.h>
@@ -398,7 +400,7 @@ static int model(const char *path, uint32_t n, int nbind, char **bind)
     return rc;
 }
 
-static int compare(const char *path, uint32_t ticks)
+static int compare(const char *path, uint32_t ticks, uint32_t runs)
 {
     ag_ctx *ctx = ag_ctx_create(NULL);
     FILE *f = fopen(path, "rb");
@@ -428,7 +430,7 @@ static int compare(const char *path, uint32_t ticks)
             ag_alloc_config_default(&c);
             c.mode = (ag_alloc_mode)m;
             ag_alloc_replay_result r = {.size = sizeof r};
-            ag_alloc_replay_opts o = {.size = sizeof o, .kernel_ticks = ticks};
+            ag_alloc_replay_opts o = {.size = sizeof o, .kernel_ticks = ticks, .runs = runs};
             if (ag_alloc_replay(ctx, dev, t, &c, &o, &r))
                 return die(path, ctx);
             if (rep == 0 || r.total_seconds < best[m].total_seconds)
@@ -438,16 +440,19 @@ static int compare(const char *path, uint32_t ticks)
             hi[m] = pr > hi[m] ? pr : hi[m];
         }
     }
-    uint64_t ops = ag_alloc_trace_ops(t) + 1u;
+    uint64_t ops = ag_alloc_trace_ops(t) * (runs ? runs : 1u) + 1u; /* and the final sync */
     double tm = best[0].total_seconds / (double)ops * 1e9, tb = best[1].total_seconds / (double)ops * 1e9;
     char range[2][64] = {"", ""};
     for (int m = 0; m < 2; m++)
         if (lo[m] != hi[m])
             snprintf(range[m], sizeof range[m], " (from %llu)", (unsigned long long)lo[m]);
-    printf("%s: kernel %u ticks, %llu ops, %u streams; peak allocated %llu; reserved multi %llu%s, baseline %llu%s "
+    char rs[32] = "";
+    if (runs > 1)
+        snprintf(rs, sizeof rs, ", %u runs", runs);
+    printf("%s: kernel %u ticks%s, %llu ops, %u streams; peak allocated %llu; reserved multi %llu%s, baseline %llu%s "
            "(%+.1f%%); ns/op multi %.0f, baseline %.0f (x%.2f); device ticks multi %llu, baseline %llu; "
            "device calls multi %llu, baseline %llu\n",
-           path, ticks, (unsigned long long)ops, ag_alloc_trace_streams(t),
+           path, ticks, rs, (unsigned long long)ops, ag_alloc_trace_streams(t),
            (unsigned long long)best[0].stats.peak_allocated, (unsigned long long)hi[0], range[0],
            (unsigned long long)hi[1], range[1], ((double)hi[0] / (double)hi[1] - 1.0) * 100.0, tm, tb, tm / tb,
            (unsigned long long)best[0].device_ticks, (unsigned long long)best[1].device_ticks,
@@ -467,8 +472,9 @@ int main(int argc, char **argv)
         return synth(strtoull(argv[2], NULL, 10), strtoull(argv[3], NULL, 10), (uint32_t)strtoul(argv[4], NULL, 10));
     if (argc >= 4 && strcmp(argv[1], "model") == 0)
         return model(argv[2], (uint32_t)strtoul(argv[3], NULL, 10), argc - 4, argv + 4);
-    if ((argc == 3 || argc == 4) && strcmp(argv[1], "compare") == 0)
-        return compare(argv[2], argc == 4 ? (uint32_t)strtoul(argv[3], NULL, 10) : 0u);
-    fprintf(stderr, "usage: alloc pair [N] | synth SEED OPS STREAMS | model FILE.onnx STREAMS [--input-shape=..] [--input-value=..] | compare TRACE [TICKS]\n");
+    if (argc >= 3 && argc <= 5 && strcmp(argv[1], "compare") == 0)
+        return compare(argv[2], argc >= 4 ? (uint32_t)strtoul(argv[3], NULL, 10) : 0u,
+                       argc == 5 ? (uint32_t)strtoul(argv[4], NULL, 10) : 1u);
+    fprintf(stderr, "usage: alloc pair [N] | synth SEED OPS STREAMS | model FILE.onnx STREAMS [--input-shape=..] [--input-value=..] | compare TRACE [TICKS [RUNS]]\n");
     return 2;
 }

@@ -24,6 +24,9 @@ void cmd_alloc_replay_help(FILE *f)
           "                   the reserved-memory and time ratios)\n"
           "  --capacity N     device memory in bytes (default 1 GiB)\n"
           "  --repeat N       replay N times and keep the fastest time (default 1)\n"
+          "  --runs N         replay the trace as N executions in a row with one\n"
+          "                   allocator (its steady state; default 1); every block\n"
+          "                   must be freed by the end of the trace\n"
           "  --kernel-ticks N timing model: every alloc and use enqueues a kernel that\n"
           "                   takes N host operations on its stream (default 0: the\n"
           "                   device is always idle); both modes replay the same model\n"
@@ -33,6 +36,10 @@ void cmd_alloc_replay_help(FILE *f)
           "  --poll-every N   multi mode: poll the deferred frees' events at every N-th\n"
           "                   allocation, besides a pool miss (default 3; 0: only at a\n"
           "                   pool miss; 1: at every allocation, as the baseline)\n"
+          "  --gather-min N   multi mode: before a request of at least N bytes grows\n"
+          "                   the device memory past its peak, idle free pool\n"
+          "                   regions merge back in L1 and serve it if they can\n"
+          "                   (default 10485760; 'never': off)\n"
           "  --check          verify that no block is handed out again before every\n"
           "                   stream that used its memory is ordered before the new user\n"
           "  -h, --help       this help\n"
@@ -67,10 +74,10 @@ static void print_result(const char *mode, const ag_alloc_replay_result *r)
            (unsigned long long)s->notices_sent, (unsigned long long)s->notices_applied,
            (unsigned long long)s->notices_stale, (unsigned long long)s->device_allocs,
            (unsigned long long)s->retries);
-    printf("  polled: %llu events queried, %llu streams asked idle, %llu recycles; regions moved %llu (%llu waits)\n",
+    printf("  polled: %llu events queried, %llu streams asked idle, %llu recycles; regions moved %llu (%llu waits), gathered %llu\n",
            (unsigned long long)s->event_polls, (unsigned long long)s->stream_queries,
            (unsigned long long)s->polled_recycles, (unsigned long long)s->regions_moved,
-           (unsigned long long)s->region_waits);
+           (unsigned long long)s->region_waits, (unsigned long long)s->regions_gathered);
 }
 
 static double per_op(const ag_alloc_replay_result *r)
@@ -85,7 +92,8 @@ int cmd_alloc_replay(int argc, char **argv)
 {
     cli_args a = {argc, argv, 1, "alloc-replay", false};
     const char *input = NULL, *val = NULL, *mode = "both";
-    uint64_t capacity = 0, repeat = 1, ticks = 0, poll_every = UINT64_MAX;
+    uint64_t capacity = 0, repeat = 1, runs = 1, ticks = 0, poll_every = UINT64_MAX, gather_min = 0;
+    bool gather_set = false;
     bool check = false, borrow = true, steal = true;
     while (a.i < a.argc) {
         int r;
@@ -129,11 +137,28 @@ int cmd_alloc_replay(int argc, char **argv)
                     return cli_usage_error(a.cmd, "--repeat expects 1 to 1000");
                 continue;
             }
+            if ((r = cli_opt_value(&a, "--runs", NULL, &val)) != 0) {
+                if (r < 0 || !cli_parse_u64(a.cmd, "--runs", val, &runs))
+                    return CLI_EXIT_USAGE;
+                if (runs == 0 || runs > 100000)
+                    return cli_usage_error(a.cmd, "--runs expects 1 to 100000");
+                continue;
+            }
             if ((r = cli_opt_value(&a, "--poll-every", NULL, &val)) != 0) {
                 if (r < 0 || !cli_parse_u64(a.cmd, "--poll-every", val, &poll_every))
                     return CLI_EXIT_USAGE;
                 if (poll_every > UINT32_MAX)
                     return cli_usage_error(a.cmd, "--poll-every expects 0 to %u", UINT32_MAX);
+                continue;
+            }
+            if ((r = cli_opt_value(&a, "--gather-min", NULL, &val)) != 0) {
+                if (r < 0)
+                    return CLI_EXIT_USAGE;
+                if (strcmp(val, "never") == 0)
+                    gather_min = UINT64_MAX;
+                else if (!cli_parse_u64(a.cmd, "--gather-min", val, &gather_min))
+                    return CLI_EXIT_USAGE;
+                gather_set = true;
                 continue;
             }
             if ((r = cli_opt_value(&a, "--kernel-ticks", NULL, &val)) != 0) {
@@ -178,8 +203,11 @@ int cmd_alloc_replay(int argc, char **argv)
         cli_err_ctx(ctx, st, "device");
         goto out;
     }
-    printf("trace: %s (%llu operations, %u streams)\n", input, (unsigned long long)ag_alloc_trace_ops(t),
+    printf("trace: %s (%llu operations, %u streams)", input, (unsigned long long)ag_alloc_trace_ops(t),
            ag_alloc_trace_streams(t));
+    if (runs > 1)
+        printf(", %llu runs", (unsigned long long)runs);
+    printf("\n");
     bool both = strcmp(mode, "both") == 0;
     ag_alloc_replay_result res[2];
     uint64_t violations = 0;
@@ -193,9 +221,12 @@ int cmd_alloc_replay(int argc, char **argv)
         c.steal = steal;
         if (poll_every != UINT64_MAX)
             c.poll_every = (uint32_t)poll_every;
+        if (gather_set)
+            c.gather_min = gather_min;
         for (uint64_t k = 0; k < repeat; k++) {
             ag_alloc_replay_result r = {.size = sizeof r};
-            ag_alloc_replay_opts o = {.size = sizeof o, .check = check, .kernel_ticks = (uint32_t)ticks};
+            ag_alloc_replay_opts o = {
+                .size = sizeof o, .check = check, .kernel_ticks = (uint32_t)ticks, .runs = (uint32_t)runs};
             st = ag_alloc_replay(ctx, dev, t, &c, &o, &r);
             if (st != AG_OK) {
                 cli_err_ctx(ctx, st, input);

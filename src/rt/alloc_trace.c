@@ -242,6 +242,7 @@ typedef struct replay {
     ag_dev_stream **streams;
     ag_block **blk;      /* per ID: live block or NULL */
     uint32_t *users;     /* per ID: streams' uses not yet freed */
+    uint32_t live;       /* IDs live now */
     uint64_t *pos;       /* per stream: operations so far */
     uint64_t *clock;     /* n x n: what stream s knows of stream u */
     uint64_t *evclock;   /* n x n x n: clock carried by the last record src -> dst */
@@ -362,6 +363,7 @@ static ag_status run_op(replay *r, const trace_op *op, uint64_t opno)
             return AG_ERR(ctx, AG_EINVAL, "trace operation %llu: block allocated again before its last free",
                           (unsigned long long)opno);
         AG_TRY(ag_alloc_malloc(r->a, op->s1, op->size, &r->blk[op->id]));
+        r->live++;
         ag_timed_kernel(r->timed, r->streams[op->s1]); /* the producer */
         r->users[op->id] = 1;
         if (r->check) {
@@ -398,8 +400,10 @@ static ag_status run_op(replay *r, const trace_op *op, uint64_t opno)
                 ag_free(ctx, r->ret[--r->nret].last, n * sizeof(uint64_t));
             return st;
         }
-        if (--r->users[op->id] == 0)
+        if (--r->users[op->id] == 0) {
             r->blk[op->id] = NULL;
+            r->live--;
+        }
         return AG_OK;
     }
     case AG_TOP_RECORD:
@@ -513,16 +517,26 @@ ag_status ag_alloc_replay(ag_ctx *ctx, ag_device *dev, const ag_alloc_trace *t, 
     out.size = sizeof out;
     const trace_op *ops = t->ops.data;
     uint64_t calls0 = ag_timed_calls(r.timed);
+    uint32_t runs = o.runs ? o.runs : 1u;
     double t0 = now_s();
-    for (uint32_t k = 0; k < t->ops.len && st == AG_OK; k++) {
-        ag_timed_tick(r.timed);
-        double a0 = now_s();
-        st = run_op(&r, &ops[k], (uint64_t)k + 1u);
-        double a1 = now_s();
-        out.count[ops[k].kind]++;
-        out.seconds[ops[k].kind] += a1 - a0;
-        if (st == AG_OK && r.hook_oom)
-            st = AG_OOM(ctx);
+    for (uint32_t run = 0; run < runs && st == AG_OK; run++) {
+        for (uint32_t k = 0; run > 0 && r.live && k < t->ops.len; k++)
+            if (ops[k].kind == AG_TOP_ALLOC && r.blk[ops[k].id]) {
+                st = AG_ERR(ctx, AG_EINVAL,
+                            "replay: %u runs: the block of trace operation %u is still live at the end of the trace",
+                            runs, k + 1u);
+                break;
+            }
+        for (uint32_t k = 0; k < t->ops.len && st == AG_OK; k++) {
+            ag_timed_tick(r.timed);
+            double a0 = now_s();
+            st = run_op(&r, &ops[k], (uint64_t)k + 1u);
+            double a1 = now_s();
+            out.count[ops[k].kind]++;
+            out.seconds[ops[k].kind] += a1 - a0;
+            if (st == AG_OK && r.hook_oom)
+                st = AG_OOM(ctx);
+        }
     }
     if (st == AG_OK) {
         ag_timed_tick(r.timed);

@@ -1,7 +1,8 @@
 /* Fuzz target of the allocation trace reader and replay (docs/runtime.md
  * "Trace format"): any bytes must either be refused with a message naming
  * the line, or parse into a trace that replays on a small simulated device
- * in both allocator modes with the reuse checker on, ending in AG_OK or a
+ * in both allocator modes with the reuse checker on (once or several
+ * times in a row), ending in AG_OK or a
  * clean error (the device full), leaving no device memory behind.  Traces
  * are capped so one input stays fast. */
 #include <stdint.h>
@@ -38,7 +39,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 ag_alloc_config c;
                 ag_alloc_config_default(&c);
                 c.mode = (ag_alloc_mode)m;
-                ag_alloc_replay_opts o = {.size = sizeof o, .check = true, .kernel_ticks = (uint32_t)(size % 5)};
+                /* the length picks the kernels' duration and one, two or
+                 * three executions in a row (a live block at the end of a
+                 * trace is then a clean error) */
+                ag_alloc_replay_opts o = {.size = sizeof o,
+                                          .check = true,
+                                          .kernel_ticks = (uint32_t)(size % 5),
+                                          .runs = 1u + (uint32_t)(size / 5 % 3)};
                 ag_alloc_replay_result r = {.size = sizeof r};
                 st = ag_alloc_replay(ctx, dev, t, &c, &o, &r);
                 if (st != AG_OK && st != AG_ENOMEM && st != AG_EINFEASIBLE && st != AG_EINVAL) {
