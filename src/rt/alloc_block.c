@@ -14,22 +14,6 @@ void ag_mif_set_all_observers(uint64_t *mif, uint32_t n, uint32_t s)
         *p |= bit;
 }
 
-bool ag_mif_any_set(const uint64_t *mif, uint32_t w, uint32_t m)
-{
-    const uint64_t *row = mif + (size_t)m * w;
-    for (uint32_t k = 0; k < w; k++)
-        if (row[k])
-            return true;
-    return false;
-}
-
-void ag_mif_merge(uint64_t *mif, uint32_t w, uint32_t dst, const uint64_t *row)
-{
-    uint64_t *d = mif + (size_t)dst * w;
-    for (uint32_t k = 0; k < w; k++)
-        d[k] &= row[k];
-}
-
 void ag_mif_merge_since(uint64_t *mif, uint32_t n, uint32_t dst, const uint64_t *row, const uint32_t *joined,
                         uint32_t since)
 {

@@ -153,9 +153,21 @@ static inline bool ag_mif_is_set(const uint64_t *mif, uint32_t w, uint32_t m, ui
         for (uint64_t ag_m_ = (row)[ag_k_]; ag_m_ && ((u) = ag_k_ * 64u + (uint32_t)__builtin_ctzll(ag_m_), true); \
              ag_m_ &= ag_m_ - 1u)
 void ag_mif_set_all_observers(uint64_t *mif, uint32_t n, uint32_t s);
-bool ag_mif_any_set(const uint64_t *mif, uint32_t w, uint32_t m);
+static inline bool ag_mif_any_set(const uint64_t *mif, uint32_t w, uint32_t m)
+{
+    const uint64_t *row = mif + (size_t)m * w;
+    for (uint32_t k = 0; k < w; k++)
+        if (row[k])
+            return true;
+    return false;
+}
 /* Row dst &= row (dst learns what src has learnt to be released). */
-void ag_mif_merge(uint64_t *mif, uint32_t w, uint32_t dst, const uint64_t *row);
+static inline void ag_mif_merge(uint64_t *mif, uint32_t w, uint32_t dst, const uint64_t *row)
+{
+    uint64_t *d = mif + (size_t)dst * w;
+    for (uint32_t k = 0; k < w; k++)
+        d[k] &= row[k];
+}
 /* The same for a row carried from before the latest joins: a stream that
  * started using the block after the carried view (joined[u] after since)
  * has released nothing the view could know of, so its bit is kept. */
