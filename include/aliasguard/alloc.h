@@ -70,6 +70,9 @@ typedef struct ag_alloc_config {
                             * pools' idle wholly free regions go back to L1, merge
                             * there and serve it if they can (10 MiB; UINT64_MAX:
                             * never) */
+    uint32_t large_slack;  /* multi mode with steal: a request of large_alone or more
+                            * takes no free span, pool region or moved region more
+                            * than this many percent larger than itself (50) */
 } ag_alloc_config;
 
 void ag_alloc_config_default(ag_alloc_config *cfg);

@@ -28,6 +28,7 @@ void ag_alloc_config_default(ag_alloc_config *c)
     c->steal = 1;
     c->poll_every = 3;
     c->gather_min = 10u << 20;
+    c->large_slack = 50;
 }
 
 const char *ag_alloc_mode_name(ag_alloc_mode m)

@@ -63,7 +63,8 @@ struct ag_heap {
     ag_ctx *ctx;
     uint64_t quantum, split_min, max_split;
     uint64_t keep; /* free spans this large serve only requests this large (UINT64_MAX) */
-    uint64_t alone; /* requests this large take no span half again as large (UINT64_MAX) */
+    uint64_t alone; /* requests this large take no span of ag_fit_limit(size, slack) or more (UINT64_MAX) */
+    uint32_t slack; /* percent */
     uint32_t qshift; /* log2(quantum): bins divide by a shift */
     uint32_t tag;    /* the user's label (a pool: its stream) */
     ag_heap_grow_fn grow;
@@ -104,6 +105,15 @@ ag_status ag_heap_reserve(ag_heap *h);
  * off the remainder when it is worth keeping; NULL when none fits.  Needs a
  * prior ag_heap_reserve. */
 ag_span *ag_heap_take(ag_heap *h, uint64_t size);
+/* The least span size a request of size bytes does not take under the
+ * alone rule: more than slack percent larger (UINT64_MAX when that does
+ * not fit in 64 bits). */
+static inline uint64_t ag_fit_limit(uint64_t size, uint32_t slack)
+{
+    if (slack && size / 100u + 1u > (UINT64_MAX - size - 1u) / slack)
+        return UINT64_MAX; /* size + extra + 1 would not fit */
+    return size + size / 100u * slack + size % 100u * slack / 100u + 1u;
+}
 /* ag_heap_take without the keep and alone rules (max_split holds): after
  * a growth for this request, or under memory pressure. */
 ag_span *ag_heap_take_any(ag_heap *h, uint64_t size);

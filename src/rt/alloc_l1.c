@@ -73,7 +73,7 @@ static ag_span *steal_pick(ag_memalloc *a, uint64_t size, uint32_t *owner)
     uint32_t best_rank = 3;
     uint64_t limit = size + (size > a->cfg.l1_segment ? size : a->cfg.l1_segment);
     if (size >= a->cfg.large_alone)
-        limit = size + size / 2u; /* as the heaps take for such a request */
+        limit = ag_fit_limit(size, a->cfg.large_slack) - 1u; /* as the heaps take for such a request */
     const ag_wholeset *w = &a->pool_whole;
     uint32_t b1 = ag_alloc_bin(limit >> w->qshift);
     /* the smallest bin holding a region that needs no event is close
@@ -274,6 +274,7 @@ ag_status ag_l1_init(ag_memalloc *a)
      * segment larger than l1_segment only for a request that large. */
     if (a->cfg.mode == AG_ALLOC_MULTI && a->cfg.steal) {
         a->l1.alone = a->cfg.large_alone;
+        a->l1.slack = a->cfg.large_slack;
         if (a->cfg.large_alone > round_up(a->cfg.l1_segment, a->cfg.page_size))
             a->l1.keep = a->cfg.large_alone;
     }
@@ -297,10 +298,12 @@ ag_status ag_pool_init(ag_memalloc *a, uint32_t stream)
         for (uint32_t p = 0; p < 2; p++)
             ag_heap_share_whole(&s->pool[p], &a->pool_whole, &s->ev_seq, stream);
     /* A region cut for a large request alone is for a request of about
-     * its size: half as large again at most, so that the next execution's
-     * requests find the regions the last one left (fine regions, steal) */
-    if (multi && a->cfg.steal)
+     * its size (large_slack percent larger at most), so that the next
+     * execution's requests find the regions the last one left */
+    if (multi && a->cfg.steal) {
         s->pool[AG_POOL_LARGE].alone = a->cfg.large_alone;
+        s->pool[AG_POOL_LARGE].slack = a->cfg.large_slack;
+    }
     return AG_OK;
 }
 

@@ -194,12 +194,14 @@ ag_span *ag_heap_take(ag_heap *h, uint64_t size)
 {
     /* spans of max_split or more serve only requests that large (never
      * split); spans of keep or more too (split for them); a request of
-     * alone or more takes no span half again as large */
+     * alone or more takes no span more than slack percent larger */
     uint64_t cap = size < h->max_split ? h->max_split : UINT64_MAX;
     if (size < h->keep && h->keep < cap)
         cap = h->keep;
-    if (size >= h->alone && size / 2u + 1u < cap - size) /* cap > size here */
-        cap = size + size / 2u + 1u;
+    if (size >= h->alone) {
+        uint64_t lim = ag_fit_limit(size, h->slack);
+        cap = lim < cap ? lim : cap;
+    }
     return take(h, size, cap);
 }
 

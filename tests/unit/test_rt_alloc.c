@@ -115,7 +115,7 @@ static void test_heap_max_split(void **state)
 }
 
 /* keep: spans that large serve requests that large only (split for them);
- * alone: requests that large take no span half again as large */
+ * alone: requests that large take no span more than slack percent larger */
 static void test_heap_keep_alone(void **state)
 {
     (void)state;
@@ -124,7 +124,11 @@ static void test_heap_keep_alone(void **state)
     ag_heap h;
     ag_heap_init(&h, ctx, 512, 512, UINT64_MAX, fake_grow, fake_release, &fb, false);
     h.keep = h.alone = 65536;
+    h.slack = 0; /* exact fits only */
     assert_int_equal(ag_heap_grow(&h, 131072), AG_OK);
+    assert_int_equal(ag_heap_reserve(&h), AG_OK);
+    assert_null(ag_heap_take(&h, 98304));
+    h.slack = 50;
     assert_int_equal(ag_heap_reserve(&h), AG_OK);
     assert_null(ag_heap_take(&h, 1024));  /* kept for a large request */
     assert_null(ag_heap_take(&h, 65536)); /* twice its size: too large */
@@ -202,7 +206,8 @@ typedef struct fix {
     ag_memalloc *a;
 } fix;
 
-static void fix_open(fix *f, uint32_t n, ag_alloc_mode mode, uint64_t hbm)
+/* cfg: NULL for the defaults with n streams in mode */
+static void fix_open_cfg(fix *f, uint32_t n, ag_alloc_mode mode, uint64_t hbm, const ag_alloc_config *cfg)
 {
     memset(f, 0, sizeof *f);
     f->ctx = agtest_ctx();
@@ -215,10 +220,18 @@ static void fix_open(fix *f, uint32_t n, ag_alloc_mode mode, uint64_t hbm)
     for (uint32_t k = 0; k < n; k++)
         assert_int_equal(ag_dev_stream_create(f->dev, &f->s[k]), AG_OK);
     ag_alloc_config c;
-    ag_alloc_config_default(&c);
+    if (cfg)
+        c = *cfg;
+    else
+        ag_alloc_config_default(&c);
     c.nstreams = n;
     c.mode = mode;
     assert_int_equal(ag_alloc_create(f->ctx, f->dev, f->s, &c, &f->a), AG_OK);
+}
+
+static void fix_open(fix *f, uint32_t n, ag_alloc_mode mode, uint64_t hbm)
+{
+    fix_open_cfg(f, n, mode, hbm, NULL);
 }
 
 static bool heaps_ok(const ag_memalloc *a)
@@ -957,11 +970,27 @@ static void test_l1_keeps_large(void **state)
 
 /* A region cut for a large request alone serves a request of about its
  * size only: a 32 MiB region is not cut for 20 MiB (it would be gone when
- * 32 MiB come again), but serves 22 MiB (less than half again as large). */
+ * 32 MiB come again), but serves 22 MiB (less than half again as large,
+ * large_slack 50%); with large_slack 100% it serves 20 MiB too. */
 static void test_alone_bound(void **state)
 {
     (void)state;
+    assert_int_equal(ag_fit_limit(100, 50), 151);
+    assert_int_equal(ag_fit_limit(100, 0), 101);
+    assert_int_equal(ag_fit_limit(UINT64_MAX / 2u, 100), UINT64_MAX);
+    assert_int_equal(ag_fit_limit(UINT64_MAX - 1u, 0), UINT64_MAX);
+    ag_alloc_config cfg;
+    ag_alloc_config_default(&cfg);
+    cfg.large_slack = 100;
     fix f;
+    fix_open_cfg(&f, 1, AG_ALLOC_MULTI, 0, &cfg);
+    ag_block *w = xmalloc(&f, 0, 32u << 20);
+    void *pw = ag_block_ptr(w);
+    assert_int_equal(ag_alloc_free(f.a, w, 0), AG_OK);
+    w = xmalloc(&f, 0, 20u << 20);
+    assert_ptr_equal(ag_block_ptr(w), pw);
+    assert_int_equal(ag_alloc_free(f.a, w, 0), AG_OK);
+    fix_close(&f);
     fix_open(&f, 1, AG_ALLOC_MULTI, 0);
     ag_block *a = xmalloc(&f, 0, 32u << 20);
     void *pa = ag_block_ptr(a);
