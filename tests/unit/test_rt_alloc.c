@@ -1434,44 +1434,79 @@ static void test_device_fault_sweep(void **state)
     }
 }
 
+/* One replay of text (checked, runs executions in a row) in mode on a
+ * simulated device of hbm bytes (0: the default) whose entries all fail
+ * from the n-th call on, returning an error or poisoning the device
+ * (pmode): it ends in AG_OK with no unordered reuse, or in a clean error
+ * with its message, and leaves nothing on the device.  Returns how many
+ * calls failed (0: the replay made fewer than n); adds the regions
+ * gathered by a replay that ran through to *gathered. */
+static uint64_t trace_fault_at(const char *text, ag_alloc_mode mode, uint64_t hbm, uint32_t ticks, uint32_t runs,
+                               int pmode, uint64_t n, uint64_t *gathered)
+{
+    ag_ctx *ctx = agtest_ctx();
+    ag_device_sim_config dc = ag_device_sim_defaults();
+    if (hbm)
+        dc.capacity[AG_MEM_HBM] = hbm;
+    ag_device *sim = NULL, *dev = NULL;
+    assert_int_equal(ag_device_sim_create(ctx, &dc, &sim), AG_OK);
+    ag_dev_fault fl;
+    ag_dev_fault_init(&fl, AG_DEV_ENTRY_ALL, n, 0, pmode ? AG_FAULT_POISON : AG_FAULT_RETURN);
+    assert_int_equal(ag_device_fault_wrap(ctx, sim, &fl, &dev), AG_OK);
+    ag_alloc_trace *t = NULL;
+    assert_int_equal(ag_alloc_trace_parse(ctx, "t", text, strlen(text), &t), AG_OK);
+    ag_alloc_config c;
+    ag_alloc_config_default(&c);
+    c.mode = mode;
+    ag_alloc_replay_opts o = {.size = sizeof o, .check = true, .kernel_ticks = ticks, .runs = runs};
+    ag_alloc_replay_result r = {.size = sizeof r};
+    ag_status st = ag_alloc_replay(ctx, dev, t, &c, &o, &r);
+    if (st != AG_OK) {
+        assert_true(st == AG_ENOMEM || st == AG_EDEVICE);
+        assert_true(ag_ctx_errmsg(ctx)[0] != '\0');
+    } else {
+        assert_int_equal(r.violations, 0);
+        *gathered += r.stats.regions_gathered;
+    }
+    uint64_t nfail = fl.nfail;
+    ag_alloc_trace_destroy(t);
+    ag_device_destroy(dev);
+    close_empty(ctx, sim);
+    return nfail;
+}
+
 /* The out-of-memory traces in both modes under a device failing at every
  * N: the reclaim's synchronise and the lent block meet every failure
  * cleanly, and the error the replay returns keeps its message. */
 static void test_reclaim_fault_sweep(void **state)
 {
     (void)state;
+    uint64_t gathered = 0;
     for (int k = 0; k < 4; k++) {
         const char *text = k % 2 == 0 ? reclaim_text : lend_text;
         ag_alloc_mode mode = k < 2 ? AG_ALLOC_MULTI : AG_ALLOC_BASELINE;
-        for (int pmode = 0; pmode < 2; pmode++) {
-            uint64_t nfail = 1;
-            for (uint64_t n = 1; nfail; n++) {
+        for (int pmode = 0; pmode < 2; pmode++)
+            for (uint64_t n = 1; trace_fault_at(text, mode, 4u << 20, 8, 1, pmode, n, &gathered); n++)
                 assert_true(n < 10000);
-                ag_ctx *ctx = agtest_ctx();
-                ag_device_sim_config dc = ag_device_sim_defaults();
-                dc.capacity[AG_MEM_HBM] = 4u << 20;
-                ag_device *sim = NULL, *dev = NULL;
-                assert_int_equal(ag_device_sim_create(ctx, &dc, &sim), AG_OK);
-                ag_dev_fault fl;
-                ag_dev_fault_init(&fl, AG_DEV_ENTRY_ALL, n, 0, pmode ? AG_FAULT_POISON : AG_FAULT_RETURN);
-                assert_int_equal(ag_device_fault_wrap(ctx, sim, &fl, &dev), AG_OK);
-                ag_alloc_trace *t = NULL;
-                assert_int_equal(ag_alloc_trace_parse(ctx, "t", text, strlen(text), &t), AG_OK);
-                ag_alloc_replay_result r;
-                ag_status st = replay_in(ctx, dev, t, mode, 8, &r);
-                if (st != AG_OK) {
-                    assert_true(st == AG_ENOMEM || st == AG_EDEVICE);
-                    assert_true(ag_ctx_errmsg(ctx)[0] != '\0');
-                } else {
-                    assert_int_equal(r.violations, 0);
-                }
-                nfail = fl.nfail;
-                ag_alloc_trace_destroy(t);
-                ag_device_destroy(dev);
-                close_empty(ctx, sim);
-            }
-        }
     }
+}
+
+/* The same sweep over two executions of a trace whose second one gathers
+ * idle regions back into L1 (tests/lit/rt/Inputs/gather.trace): a device
+ * failure anywhere, the gather's idle queries included. */
+static const char gather_text[] = "streams 3\nalloc b1 3145728 0\nfree b1 0\nalloc b2 20971520 2\nfree b2 2\n"
+                                  "alloc b3 300000 2\nfree b3 2\nalloc b4 12582912 0\nalloc b5 20971520 2\n"
+                                  "free b5 2\nrecord 0 2\nwait 2 0\nuse b4 2\nfree b4 2\nfree b4 0\nsync\n";
+
+static void test_gather_fault_sweep(void **state)
+{
+    (void)state;
+    uint64_t gathered = 0;
+    for (uint32_t ticks = 0; ticks <= 8; ticks += 8)
+        for (int pmode = 0; pmode < 2; pmode++)
+            for (uint64_t n = 1; trace_fault_at(gather_text, AG_ALLOC_MULTI, 0, ticks, 2, pmode, n, &gathered); n++)
+                assert_true(n < 10000);
+    assert_true(gathered > 0); /* the replays that ran through did gather */
 }
 
 int main(void)
@@ -1511,6 +1546,7 @@ int main(void)
         cmocka_unit_test(test_oom_sweep),
         cmocka_unit_test(test_device_fault_sweep),
         cmocka_unit_test(test_reclaim_fault_sweep),
+        cmocka_unit_test(test_gather_fault_sweep),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
