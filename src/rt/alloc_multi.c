@@ -95,13 +95,16 @@ again:;
             goto again;
         }
         if (!lent && st == AG_ENOMEM) {
-            /* Still short: nothing was enqueued since the reclaim, so a
-             * free block of another stream's pool is idle; it serves as a
-             * borrowed block and goes home as one. */
-            for (uint32_t o = 0; o < a->n && !span; o++) {
-                if (o == stream || ag_heap_reserve(&a->st[o].pool[pool]) != AG_OK)
+            /* Still short: any free span of the stream's own pool, even one
+             * the alone bound kept from this request; then, since nothing
+             * was enqueued since the reclaim, a free block of another
+             * stream's pool is idle: it serves as a borrowed block and
+             * goes home as one. */
+            for (uint32_t k = 0; k < a->n && !span; k++) {
+                uint32_t o = (stream + k) % a->n;
+                if (ag_heap_reserve(&a->st[o].pool[pool]) != AG_OK)
                     continue;
-                if ((span = ag_heap_take(&a->st[o].pool[pool], r)) != NULL)
+                if ((span = ag_heap_take_any(&a->st[o].pool[pool], r)) != NULL)
                     owner = o;
             }
             if (span) {

@@ -1093,6 +1093,29 @@ static void test_gather_busy(void **state)
     fix_close(&f);
 }
 
+/* Under memory pressure the alone bound gives way: on a 24 MiB device
+ * stream 0 holds an 8 MiB block cut from a 24 MiB region, and a 10 MiB
+ * request can only have the region's free 16 MiB, more than large_slack
+ * above it: stream 0's own, or lent to stream 1. */
+static void test_pressure_ignores_bound(void **state)
+{
+    (void)state;
+    for (uint32_t s1 = 0; s1 < 2; s1++) {
+        fix f;
+        fix_open(&f, 2, AG_ALLOC_MULTI, 24u << 20);
+        ag_block *a = xmalloc(&f, 0, 24u << 20);
+        assert_int_equal(ag_alloc_free(f.a, a, 0), AG_OK);
+        ag_block *b = xmalloc(&f, 0, 8u << 20);
+        ag_block *c = xmalloc(&f, s1, 10u << 20);
+        ag_alloc_stats s = stats(f.a);
+        assert_int_equal(s.device_allocs, 1);
+        assert_int_equal(s.peak_reserved, 24u << 20);
+        assert_int_equal(ag_alloc_free(f.a, c, s1), AG_OK);
+        assert_int_equal(ag_alloc_free(f.a, b, 0), AG_OK);
+        fix_close(&f);
+    }
+}
+
 /* A device of 6 MiB: stream 0 fills and frees (its pools keep the memory),
  * stream 1 then needs memory: L1 trims, the pools give back, the retry wins. */
 static void test_trim_and_retry(void **state)
@@ -1536,6 +1559,7 @@ int main(void)
         cmocka_unit_test(test_alone_bound),
         cmocka_unit_test(test_gather),
         cmocka_unit_test(test_gather_busy),
+        cmocka_unit_test(test_pressure_ignores_bound),
         cmocka_unit_test(test_trim_and_retry),
         cmocka_unit_test(test_oom_reclaim),
         cmocka_unit_test(test_baseline),
