@@ -139,6 +139,21 @@ ag_status ag_pend_grow(ag_memalloc *a, uint32_t stream)
     return AG_OK;
 }
 
+ag_status ag_stream_query(ag_memalloc *a, uint32_t u, bool *idle)
+{
+    *idle = false;
+    if (a->no_stream_query)
+        return AG_EUNSUPPORTED;
+    ag_status st = ag_dev_stream_query(a->dev, a->streams[u], idle);
+    if (st == AG_EUNSUPPORTED) {
+        a->no_stream_query = true; /* an older backend: never asked again */
+        ag_ctx_clear_error(ag_device_ctx(a->dev));
+    } else {
+        a->s.stream_queries++;
+    }
+    return st;
+}
+
 bool ag_pend_record(ag_memalloc *a, uint32_t u, ag_block *b, bool query, ag_status *first)
 {
     ag_astream *s = &a->st[u];
@@ -147,17 +162,13 @@ bool ag_pend_record(ag_memalloc *a, uint32_t u, ag_block *b, bool query, ag_stat
     uint64_t mark = ag_hb_mark(a, u);
     ag_status st = AG_OK;
     bool done = false;
-    if (query && !a->no_stream_query) {
+    if (query) {
         /* an idle stream needs no event at all */
-        st = ag_dev_stream_query(a->dev, a->streams[u], &done);
-        if (st == AG_EUNSUPPORTED) {
-            a->no_stream_query = true; /* an older backend: ask an event instead */
-            ag_ctx_clear_error(ag_device_ctx(a->dev));
-            st = AG_OK;
-        } else {
-            a->s.stream_queries++;
+        st = ag_stream_query(a, u, &done);
+        if (st == AG_EUNSUPPORTED)
+            st = AG_OK; /* an older backend: ask an event instead */
+        else
             query = false; /* busy: the event is polled later */
-        }
     }
     ag_dev_event *ev = NULL;
     if (st == AG_OK && !done) {

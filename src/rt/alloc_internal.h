@@ -522,6 +522,11 @@ void ag_base_release_events(ag_memalloc *a);
  * it, record the event and ask that); true when u was idle, in which case
  * nothing is queued and u's epoch counts as seen. */
 bool ag_pend_record(ag_memalloc *a, uint32_t u, ag_block *b, bool query, ag_status *first);
+/* Asks the device, without waiting, whether stream u is idle (counted in
+ * stream_queries).  AG_EUNSUPPORTED: the device predates the query (then
+ * and from then on, without asking; its error cleared); another failure
+ * is the device's, with its message in the device's ctx. */
+ag_status ag_stream_query(ag_memalloc *a, uint32_t u, bool *idle);
 
 /* Bookkeeping shared by both modes: a block handed out; its last user gone
  * (pending: not yet reusable); recycled after having been pending. */

@@ -144,14 +144,12 @@ static bool stream_seen_idle(ag_memalloc *a, uint32_t k, uint8_t *asked)
         asked[k] = 2;
         bool idle = false;
         uint64_t mark = ag_hb_mark(a, k); /* before the query: never claims more */
-        if (!a->no_stream_query && ag_dev_stream_query(a->dev, a->streams[k], &idle) == AG_OK) {
-            a->s.stream_queries++;
-            if (idle) {
-                ag_hb_join(a, UINT32_MAX, mark);
-                ag_epoch_done(a, k);
-                asked[k] = 1;
-            }
-        } else {
+        ag_status st = ag_stream_query(a, k, &idle);
+        if (st == AG_OK && idle) {
+            ag_hb_join(a, UINT32_MAX, mark);
+            ag_epoch_done(a, k);
+            asked[k] = 1;
+        } else if (st != AG_OK) {
             ag_ctx_clear_error(ag_device_ctx(a->dev));
         }
     }
