@@ -88,6 +88,24 @@ static double per_op(const ag_alloc_replay_result *r)
     return nops ? r->total_seconds / (double)nops : 0.0;
 }
 
+/* If argv[i] is the option opt with an integer value in lo..hi, stores it,
+ * advances and returns 1; 0 if it is another argument; -1 after a usage
+ * error (a missing or malformed value, or one out of range). */
+static int opt_u64_in(cli_args *a, const char *opt, uint64_t lo, uint64_t hi, uint64_t *out)
+{
+    const char *val = NULL;
+    int r = cli_opt_value(a, opt, NULL, &val);
+    if (r <= 0)
+        return r;
+    if (!cli_parse_u64(a->cmd, opt, val, out))
+        return -1;
+    if (*out < lo || *out > hi) {
+        cli_usage_error(a->cmd, "%s expects %llu to %llu", opt, (unsigned long long)lo, (unsigned long long)hi);
+        return -1;
+    }
+    return 1;
+}
+
 int cmd_alloc_replay(int argc, char **argv)
 {
     cli_args a = {argc, argv, 1, "alloc-replay", false};
@@ -130,25 +148,19 @@ int cmd_alloc_replay(int argc, char **argv)
                     return cli_usage_error(a.cmd, "--capacity must be at least 1");
                 continue;
             }
-            if ((r = cli_opt_value(&a, "--repeat", NULL, &val)) != 0) {
-                if (r < 0 || !cli_parse_u64(a.cmd, "--repeat", val, &repeat))
+            if ((r = opt_u64_in(&a, "--repeat", 1, 1000, &repeat)) != 0) {
+                if (r < 0)
                     return CLI_EXIT_USAGE;
-                if (repeat == 0 || repeat > 1000)
-                    return cli_usage_error(a.cmd, "--repeat expects 1 to 1000");
                 continue;
             }
-            if ((r = cli_opt_value(&a, "--runs", NULL, &val)) != 0) {
-                if (r < 0 || !cli_parse_u64(a.cmd, "--runs", val, &runs))
+            if ((r = opt_u64_in(&a, "--runs", 1, 100000, &runs)) != 0) {
+                if (r < 0)
                     return CLI_EXIT_USAGE;
-                if (runs == 0 || runs > 100000)
-                    return cli_usage_error(a.cmd, "--runs expects 1 to 100000");
                 continue;
             }
-            if ((r = cli_opt_value(&a, "--poll-every", NULL, &val)) != 0) {
-                if (r < 0 || !cli_parse_u64(a.cmd, "--poll-every", val, &poll_every))
+            if ((r = opt_u64_in(&a, "--poll-every", 0, UINT32_MAX, &poll_every)) != 0) {
+                if (r < 0)
                     return CLI_EXIT_USAGE;
-                if (poll_every > UINT32_MAX)
-                    return cli_usage_error(a.cmd, "--poll-every expects 0 to %u", UINT32_MAX);
                 continue;
             }
             if ((r = cli_opt_value(&a, "--gather-min", NULL, &val)) != 0) {
@@ -161,11 +173,9 @@ int cmd_alloc_replay(int argc, char **argv)
                 gather_set = true;
                 continue;
             }
-            if ((r = cli_opt_value(&a, "--kernel-ticks", NULL, &val)) != 0) {
-                if (r < 0 || !cli_parse_u64(a.cmd, "--kernel-ticks", val, &ticks))
+            if ((r = opt_u64_in(&a, "--kernel-ticks", 0, 1000000, &ticks)) != 0) {
+                if (r < 0)
                     return CLI_EXIT_USAGE;
-                if (ticks > 1000000)
-                    return cli_usage_error(a.cmd, "--kernel-ticks expects 0 to 1000000");
                 continue;
             }
             if (cli_is_option(&a))
