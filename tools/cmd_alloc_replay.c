@@ -40,6 +40,11 @@ void cmd_alloc_replay_help(FILE *f)
           "                   the device memory past its peak, idle free pool\n"
           "                   regions merge back in L1 and serve it if they can\n"
           "                   (default 10485760; 'never': off)\n"
+          "  --fallback-min N multi mode: a shared block of at least N bytes whose last\n"
+          "                   free finds another user stream busy records an event\n"
+          "                   there at once; a smaller one waits for its notices\n"
+          "                   until a pool miss (default 262144; 0: every block at\n"
+          "                   once; 'never': every block waits)\n"
           "  --check          verify that no block is handed out again before every\n"
           "                   stream that used its memory is ordered before the new user\n"
           "  -h, --help       this help\n"
@@ -78,6 +83,8 @@ static void print_result(const char *mode, const ag_alloc_replay_result *r)
            (unsigned long long)s->event_polls, (unsigned long long)s->stream_queries,
            (unsigned long long)s->polled_recycles, (unsigned long long)s->regions_moved,
            (unsigned long long)s->region_waits, (unsigned long long)s->regions_gathered);
+    printf("  fallbacks: %llu waited for notices, %llu recorded at a pool miss\n",
+           (unsigned long long)s->fallbacks_deferred, (unsigned long long)s->fallbacks_recorded);
 }
 
 static double per_op(const ag_alloc_replay_result *r)
@@ -106,12 +113,28 @@ static int opt_u64_in(cli_args *a, const char *opt, uint64_t lo, uint64_t hi, ui
     return 1;
 }
 
+/* A byte count or 'never' (UINT64_MAX); *set tells whether it was given. */
+static int opt_bytes_or_never(cli_args *a, const char *opt, uint64_t *out, bool *set)
+{
+    const char *val = NULL;
+    int r = cli_opt_value(a, opt, NULL, &val);
+    if (r <= 0)
+        return r;
+    if (strcmp(val, "never") == 0)
+        *out = UINT64_MAX;
+    else if (!cli_parse_u64(a->cmd, opt, val, out))
+        return -1;
+    *set = true;
+    return 1;
+}
+
 int cmd_alloc_replay(int argc, char **argv)
 {
     cli_args a = {argc, argv, 1, "alloc-replay", false};
     const char *input = NULL, *val = NULL, *mode = "both";
     uint64_t capacity = 0, repeat = 1, runs = 1, ticks = 0, poll_every = UINT64_MAX, gather_min = 0;
-    bool gather_set = false;
+    uint64_t fallback_min = 0;
+    bool gather_set = false, fallback_set = false;
     bool check = false, borrow = true, steal = true;
     while (a.i < a.argc) {
         int r;
@@ -163,14 +186,10 @@ int cmd_alloc_replay(int argc, char **argv)
                     return CLI_EXIT_USAGE;
                 continue;
             }
-            if ((r = cli_opt_value(&a, "--gather-min", NULL, &val)) != 0) {
+            if ((r = opt_bytes_or_never(&a, "--gather-min", &gather_min, &gather_set)) != 0 ||
+                (r = opt_bytes_or_never(&a, "--fallback-min", &fallback_min, &fallback_set)) != 0) {
                 if (r < 0)
                     return CLI_EXIT_USAGE;
-                if (strcmp(val, "never") == 0)
-                    gather_min = UINT64_MAX;
-                else if (!cli_parse_u64(a.cmd, "--gather-min", val, &gather_min))
-                    return CLI_EXIT_USAGE;
-                gather_set = true;
                 continue;
             }
             if ((r = opt_u64_in(&a, "--kernel-ticks", 0, 1000000, &ticks)) != 0) {
@@ -233,6 +252,8 @@ int cmd_alloc_replay(int argc, char **argv)
             c.poll_every = (uint32_t)poll_every;
         if (gather_set)
             c.gather_min = gather_min;
+        if (fallback_set)
+            c.fallback_min = fallback_min;
         for (uint64_t k = 0; k < repeat; k++) {
             ag_alloc_replay_result r = {.size = sizeof r};
             ag_alloc_replay_opts o = {

@@ -73,6 +73,13 @@ typedef struct ag_alloc_config {
     uint32_t large_slack;  /* multi mode with steal: a request of large_alone or more
                             * takes no free span, pool region or moved region more
                             * than this many percent larger than itself (50) */
+    uint64_t fallback_min; /* multi mode: when the last free of a shared block finds
+                            * another user stream busy, a block of at least this
+                            * many bytes records an event there at once (the
+                            * fallback to its notices); a smaller one waits for its
+                            * notices, and a pool miss records the events of those
+                            * still waiting (256 KiB; 0: every block at once;
+                            * UINT64_MAX: none) */
 } ag_alloc_config;
 
 void ag_alloc_config_default(ag_alloc_config *cfg);
@@ -112,6 +119,10 @@ typedef struct ag_alloc_stats {
     /* multi mode: idle wholly free pool regions given back to L1 before a
      * growth past the peak (ag_alloc_config.gather_min) */
     uint64_t regions_gathered;
+    /* multi mode: shared blocks whose last free found another user busy and
+     * left their fallback events to a pool miss (ag_alloc_config.fallback_min),
+     * and how many of those a pool miss still found waiting for a notice */
+    uint64_t fallbacks_deferred, fallbacks_recorded;
 } ag_alloc_stats;
 
 /* Creates an allocator over dev for the streams streams[0..cfg->nstreams-1]

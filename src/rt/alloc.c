@@ -29,6 +29,7 @@ void ag_alloc_config_default(ag_alloc_config *c)
     c->poll_every = 3;
     c->gather_min = 10u << 20;
     c->large_slack = 50;
+    c->fallback_min = 256u << 10;
 }
 
 const char *ag_alloc_mode_name(ag_alloc_mode m)
@@ -114,6 +115,7 @@ void ag_alloc_destroy(ag_memalloc *a)
     for (uint32_t k = 0; k < a->nspare_ev; k++)
         ag_dev_event_destroy(a->dev, a->spare_ev[k]);
     ag_free(ctx, a->spare_ev, a->capspare_ev * sizeof *a->spare_ev);
+    ag_free(ctx, a->lazy, a->caplazy * sizeof *a->lazy);
     size_t bb = ag_block_bytes(a->n, a->w);
     for (ag_block *b = a->all; b;) {
         ag_block *nx = b->all_next;

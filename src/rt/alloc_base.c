@@ -150,8 +150,32 @@ ag_status ag_stream_query(ag_memalloc *a, uint32_t u, bool *idle)
         ag_ctx_clear_error(ag_device_ctx(a->dev));
     } else {
         a->s.stream_queries++;
+        a->stream_query_ok |= st == AG_OK;
     }
     return st;
+}
+
+bool ag_stream_idle(ag_memalloc *a, uint32_t u)
+{
+    bool idle = false;
+    uint64_t mark = ag_hb_mark(a, u); /* before the query: never claims more */
+    ag_status st = ag_stream_query(a, u, &idle);
+    if (st != AG_OK) {
+        ag_ctx_clear_error(ag_device_ctx(a->dev));
+        return false;
+    }
+    if (idle) {
+        ag_hb_join(a, UINT32_MAX, mark);
+        ag_epoch_done(a, u);
+    }
+    return idle;
+}
+
+bool ag_stream_seen_idle(ag_memalloc *a, uint32_t u, uint8_t *asked)
+{
+    if (asked[u] == 0)
+        asked[u] = ag_stream_idle(a, u) ? 1 : 2;
+    return asked[u] == 1;
 }
 
 bool ag_pend_record(ag_memalloc *a, uint32_t u, ag_block *b, bool query, ag_status *first)

@@ -274,6 +274,14 @@ typedef struct ag_bpend {
     uint64_t seq;     /* the stream's epoch at the record (ag_astream.ev_seq) */
 } ag_bpend;
 
+/* A shared block whose last free found another user busy, below
+ * fallback_min: a notice may recycle it first (its version moves); a pool
+ * miss that finds it still waiting records the events (multi mode). */
+typedef struct ag_lazy {
+    ag_block *blk;
+    uint32_t version;
+} ag_lazy;
+
 /* Happens-before hooks of the replay's check: mark returns a token for the
  * history of stream so far; join orders stream (UINT32_MAX: every stream,
  * the host saw it complete) after a token.  NULL outside a checked replay. */
@@ -324,11 +332,14 @@ struct ag_memalloc {
     ag_dev_event **spare_ev; /* event pool (deferred frees, region moves) */
     uint32_t nspare_ev, capspare_ev, nev;
     uint64_t npend;  /* deferred-free entries queued over every stream */
+    ag_lazy *lazy;   /* multi mode: shared blocks whose fallback waits for a pool miss */
+    uint32_t nlazy, caplazy;
     uint32_t poll_tick; /* multi mode: allocations since the last poll (cfg.poll_every) */
     uint32_t grow_stream; /* the stream whose pool is growing (region moves) */
     ag_heap *grow_heap;
     bool steal_tried; /* the growing pool found no region to move: L1 need not look again */
     bool no_stream_query; /* the device predates ag_dev_stream_query */
+    bool stream_query_ok; /* ... and it answered once: it does not */
     ag_hb_mark_fn hb_mark;
     ag_hb_join_fn hb_join;
     void *hb_ud;
@@ -486,6 +497,16 @@ static inline ag_status ag_ev_reserve(ag_memalloc *a, uint32_t stream, uint32_t 
 }
 /* Room for one more deferred-free entry on stream. */
 ag_status ag_pend_grow(ag_memalloc *a, uint32_t stream);
+/* Room for one more waiting block (a full list drops the entries no
+ * longer waiting first), asked before a free changes anything. */
+ag_status ag_lazy_grow(ag_memalloc *a);
+static inline ag_status ag_lazy_reserve(ag_memalloc *a)
+{
+    return a->nlazy < a->caplazy ? AG_OK : ag_lazy_grow(a);
+}
+/* At a pool miss: each waiting block recycled if its users are idle now,
+ * else an event recorded on each busy one (polled as a deferred free). */
+ag_status ag_lazy_flush(ag_memalloc *a);
 static inline ag_status ag_pend_reserve(ag_memalloc *a, uint32_t stream)
 {
     return a->st[stream].npend < a->st[stream].cappend ? AG_OK : ag_pend_grow(a, stream);
@@ -527,6 +548,12 @@ bool ag_pend_record(ag_memalloc *a, uint32_t u, ag_block *b, bool query, ag_stat
  * and from then on, without asking; its error cleared); another failure
  * is the device's, with its message in the device's ctx. */
 ag_status ag_stream_query(ag_memalloc *a, uint32_t u, bool *idle);
+/* Whether the host sees stream u idle now (then every work enqueued on it
+ * so far is done, and its epoch counts as seen); a device that cannot
+ * tell, or fails, answers busy (its error cleared).  The second form asks
+ * once per round: asked[u] is 0 before, 1 idle, 2 busy. */
+bool ag_stream_idle(ag_memalloc *a, uint32_t u);
+bool ag_stream_seen_idle(ag_memalloc *a, uint32_t u, uint8_t *asked);
 
 /* Bookkeeping shared by both modes: a block handed out; its last user gone
  * (pending: not yet reusable); recycled after having been pending. */

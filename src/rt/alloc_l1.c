@@ -136,26 +136,6 @@ static ag_span *steal(ag_memalloc *a, uint64_t size)
     return s ? ag_heap_detach(s->heap, s) : NULL;
 }
 
-/* Whether the host has seen stream k complete its work, asking the device
- * (without waiting) once per gather: asked[k] is 0 before, 1 idle, 2 busy. */
-static bool stream_seen_idle(ag_memalloc *a, uint32_t k, uint8_t *asked)
-{
-    if (asked[k] == 0) {
-        asked[k] = 2;
-        bool idle = false;
-        uint64_t mark = ag_hb_mark(a, k); /* before the query: never claims more */
-        ag_status st = ag_stream_query(a, k, &idle);
-        if (st == AG_OK && idle) {
-            ag_hb_join(a, UINT32_MAX, mark);
-            ag_epoch_done(a, k);
-            asked[k] = 1;
-        } else if (st != AG_OK) {
-            ag_ctx_clear_error(ag_device_ctx(a->dev));
-        }
-    }
-    return asked[k] == 1;
-}
-
 /* Before the device memory grows past its peak: the wholly free regions of
  * the pools (but the growing one) that no queued work touches any more go
  * back to L1, where they merge with their neighbours into the segments they
@@ -175,7 +155,7 @@ static bool l1_gather(ag_memalloc *a)
         for (ag_span *s = w->bins[b], *nx; s; s = nx) {
             nx = s->wnext;
             uint32_t k = s->heap->tag;
-            if (s->heap == a->grow_heap || (!region_idle(a, s, k) && !stream_seen_idle(a, k, asked)))
+            if (s->heap == a->grow_heap || (!region_idle(a, s, k) && !ag_stream_seen_idle(a, k, asked)))
                 continue;
             ag_heap_put(&a->l1, ag_heap_detach(s->heap, s));
             a->s.regions_gathered++;

@@ -70,12 +70,14 @@ again:;
     span = ag_heap_take(&as->pool[pool], r);
     if (!span && a->cfg.borrow && as->borrow.count)
         lent = ag_borrow_take(a, &as->borrow, r, 2u * r);
-    if (!span && !lent && a->npend && !polled) {
-        /* before growing: what the deferred frees' events release (into
-         * the pool or the recent blocks), then look again */
+    if (!span && !lent && (a->npend || a->nlazy) && !polled) {
+        /* before growing: the waiting blocks whose users are idle now,
+         * and what the deferred frees' events release (into the pool or
+         * the recent blocks); then look again */
         ag_block_put(a, b);
         polled = true;
         a->poll_tick = 0;
+        AG_TRY(ag_lazy_flush(a));
         AG_TRY(ag_base_poll(a, false));
         goto again;
     }
@@ -173,7 +175,7 @@ ag_status ag_multi_access(ag_memalloc *a, ag_block *b, uint32_t dst)
 
 /* Streams that some view still counts as users: the union of the rows
  * (in the block's scratch row, after the nstreams rows). */
-static uint64_t *users_of(ag_memalloc *a, ag_block *b)
+static inline uint64_t *users_of(ag_memalloc *a, ag_block *b)
 {
     uint64_t *any = b->mif + (size_t)a->n * a->w;
     if (a->w == 1) {
@@ -192,25 +194,131 @@ static uint64_t *users_of(ag_memalloc *a, ag_block *b)
     return any;
 }
 
+static void fallback_done(ag_memalloc *a, ag_block *b)
+{
+    ag_stat_unpend(a, b);
+    a->s.polled_recycles++;
+    ag_birth_recycle(a, b);
+}
+
+/* Whether b's fallback records its events at its last free: a block of at
+ * least fallback_min, or any on a device that cannot say whether a stream
+ * is idle (it asks the event instead). */
+static bool fallback_now(const ag_memalloc *a, const ag_block *b)
+{
+    return b->size >= a->cfg.fallback_min || a->no_stream_query;
+}
+
 /* Every user has freed b but the notices that would let a stream reuse it
- * have not arrived: as a fallback, record an event on each stream that may
- * still touch it; once the host sees them all complete the block goes home
- * (ag_base_poll), unless a notice recycled it first (its version moved).
- * Room was reserved by the caller. */
+ * have not arrived: as a fallback, each other user stream is asked whether
+ * it is idle (then it needs nothing more).  If one is busy, a block of at
+ * least fallback_min records an event on each busy one, and once the host
+ * sees them all complete the block goes home (ag_base_poll), unless a
+ * notice recycled it first (its version moved).  A smaller block waits for
+ * its notices, which recycle most blocks at no device cost, and a pool
+ * miss that still finds it waiting records the events then: recorded later
+ * than the last use, they order after it just as well.  The users are in
+ * b's scratch row; room for the events, or for the waiting entry, was
+ * reserved by the caller. */
 static ag_status defer_free(ag_memalloc *a, ag_block *b, uint32_t nusers)
 {
     const uint64_t *any = b->mif + (size_t)a->n * a->w;
-    b->events = nusers;
-    ag_status first = AG_OK;
     uint32_t u;
-    AG_MIF_EACH(any, a->w, u)
-        b->events -= ag_pend_record(a, u, b, true, &first);
-    if (b->events == 0 && first == AG_OK) {
-        /* every user was idle already: home at once */
-        ag_stat_unpend(a, b);
-        a->s.polled_recycles++;
-        ag_birth_recycle(a, b);
+    bool busy = false;
+    if (!fallback_now(a, b))
+        AG_MIF_EACH(any, a->w, u)
+            busy = busy || !ag_stream_idle(a, u);
+    if (busy && !fallback_now(a, b)) {
+        a->lazy[a->nlazy++] = (ag_lazy){b, b->version};
+        a->s.fallbacks_deferred++;
+        return AG_OK;
     }
+    /* (a device found unable to tell just now: no query had succeeded
+     * before, so the events were reserved) */
+    if (fallback_now(a, b)) {
+        ag_status first = AG_OK;
+        b->events = nusers;
+        AG_MIF_EACH(any, a->w, u)
+            b->events -= ag_pend_record(a, u, b, true, &first);
+        if (b->events == 0 && first == AG_OK)
+            fallback_done(a, b);
+        return first;
+    }
+    fallback_done(a, b); /* every user was idle already: home at once */
+    return AG_OK;
+}
+
+/* Whether the block of a waiting entry still waits: no notice recycled it
+ * (version), and no event was recorded for it. */
+static bool lazy_waiting(const ag_lazy *e)
+{
+    const ag_block *b = e->blk;
+    return b->version == e->version && b->state == AG_BLK_LIVE && b->users == 0 && b->events == 0;
+}
+
+ag_status ag_lazy_grow(ag_memalloc *a)
+{
+    uint32_t keep = 0;
+    for (uint32_t k = 0; k < a->nlazy; k++)
+        if (lazy_waiting(&a->lazy[k]))
+            a->lazy[keep++] = a->lazy[k];
+    a->nlazy = keep;
+    /* grow only a list still three quarters full: amortised, each entry is
+     * looked at a bounded number of times */
+    if (keep < a->caplazy - a->caplazy / 4u)
+        return AG_OK;
+    uint32_t nc = a->caplazy ? a->caplazy * 2u : 16u;
+    ag_lazy *l = ag_realloc(a->ctx, a->lazy, a->caplazy * sizeof *l, nc * sizeof *l);
+    if (!l)
+        return AG_OOM(a->ctx);
+    a->lazy = l;
+    a->caplazy = nc;
+    return AG_OK;
+}
+
+ag_status ag_lazy_flush(ag_memalloc *a)
+{
+    uint8_t asked[AG_ALLOC_MAX_STREAMS];
+    memset(asked, 0, a->n);
+    uint32_t keep = 0;
+    ag_status first = AG_OK;
+    for (uint32_t k = 0; k < a->nlazy; k++) {
+        ag_lazy e = a->lazy[k];
+        if (!lazy_waiting(&e))
+            continue; /* a notice recycled it */
+        if (first != AG_OK) {
+            a->lazy[keep++] = e;
+            continue;
+        }
+        ag_block *b = e.blk;
+        uint64_t *any = users_of(a, b);
+        ag_mif_clear(any, a->w, 0, b->birth);
+        uint32_t u, nbusy = 0;
+        ag_status st = AG_OK;
+        AG_MIF_EACH(any, a->w, u)
+            if (!ag_stream_seen_idle(a, u, asked)) {
+                nbusy++;
+                if (st == AG_OK)
+                    st = ag_pend_reserve(a, u);
+            }
+        if (st == AG_OK && nbusy)
+            st = ag_ev_reserve(a, b->birth, nbusy);
+        if (st != AG_OK) {
+            first = st; /* it stays waiting */
+            a->lazy[keep++] = e;
+            continue;
+        }
+        if (nbusy == 0) {
+            fallback_done(a, b);
+            continue;
+        }
+        a->s.fallbacks_recorded++;
+        b->events = nbusy;
+        AG_MIF_EACH(any, a->w, u)
+            if (asked[u] != 1)
+                ag_pend_record(a, u, b, false, &first);
+    }
+    a->nlazy = keep;
     return first;
 }
 
@@ -261,18 +369,25 @@ ag_status ag_multi_free(ag_memalloc *a, ag_block *b, uint32_t stream)
     if (b->occ[stream] == 1)
         AG_TRY(ag_lrec_reserve(a, stream));
     if (b->users == 1) {
-        /* The last use: reserve the fallback's events before changing
-         * anything (one per stream that any view still counts). */
+        /* The last use: reserve the fallback's events, or its waiting
+         * entry, before changing anything (one event per stream that any
+         * view still counts). */
         uint64_t *any = users_of(a, b);
         /* The birth stream needs no event: the block goes back to its pool,
          * where its own order covers its last use. */
         ag_mif_clear(any, a->w, 0, b->birth);
-        uint32_t u;
-        AG_MIF_EACH(any, a->w, u) {
-            AG_TRY(ag_pend_reserve(a, u));
-            nusers++;
+        for (uint32_t k = 0; k < a->w; k++)
+            for (uint64_t m = any[k]; m; m &= m - 1u)
+                nusers++;
+        bool now = fallback_now(a, b);
+        if (nusers && (now || !a->stream_query_ok)) { /* (the device may yet prove unable to tell) */
+            uint32_t u;
+            AG_MIF_EACH(any, a->w, u)
+                AG_TRY(ag_pend_reserve(a, u));
+            AG_TRY(ag_ev_reserve(a, stream, nusers));
         }
-        AG_TRY(ag_ev_reserve(a, stream, nusers));
+        if (nusers && !now)
+            AG_TRY(ag_lazy_reserve(a));
     }
     b->occ[stream]--;
     b->users--;
@@ -464,7 +579,8 @@ ag_status ag_multi_clean(ag_memalloc *a)
     }
     /* Everything enqueued has run: every channel's load may be applied. */
     for (ag_chan *c = a->made; c; c = c->made)
-        chan_apply(a, c, c->dst);
+        if (c->nnotes || c->home)
+            chan_apply(a, c, c->dst);
     /* Local-recycle entries: the birth stream learns from every stream. */
     for (uint32_t s = 0; s < a->n; s++) {
         ag_astream *as = &a->st[s];
@@ -491,8 +607,12 @@ ag_status ag_multi_clean(ag_memalloc *a)
         as->nlive = 0;
         ag_lrec_reset(as);
     }
-    /* Deferred frees: every event has completed. */
+    /* Deferred frees: every event has completed, every stream is idle. */
     AG_TRY(ag_base_poll(a, true));
+    for (uint32_t k = 0; k < a->nlazy; k++)
+        if (lazy_waiting(&a->lazy[k]))
+            fallback_done(a, a->lazy[k].blk);
+    a->nlazy = 0;
     /* Every borrowed block goes home; pools give wholly free regions to L1. */
     for (uint32_t s = 0; s < a->n; s++) {
         ag_borrow *br = &a->st[s].borrow;

@@ -388,6 +388,7 @@ static void test_polled_fallback(void **state)
     fix f;
     fix_open(&f, 2, AG_ALLOC_MULTI, 0);
     f.a->cfg.poll_every = 1; /* the fallback polled at every allocation */
+    f.a->cfg.fallback_min = 0; /* recorded at the last free, whatever the size */
     atomic_int open = 0;
     ag_block *b = shared_with_busy_1(&f, &open, 4096);
     void *p = ag_block_ptr(b);
@@ -428,6 +429,7 @@ static void test_poll_every(void **state)
         fix f;
         fix_open(&f, 2, AG_ALLOC_MULTI, 0);
         f.a->cfg.poll_every = every;
+        f.a->cfg.fallback_min = 0;
         atomic_int open = 0;
         /* stream 1's pool holds a region from now on */
         ag_block *w = xmalloc(&f, 1, 4096);
@@ -485,6 +487,7 @@ static void test_later_point_seen(void **state)
     fix f;
     fix_open(&f, 2, AG_ALLOC_MULTI, 0);
     f.a->cfg.poll_every = 1; /* the fallback polled at every allocation */
+    f.a->cfg.fallback_min = 0; /* recorded at the last free, whatever the size */
     atomic_int open = 0;
     ag_block *b = shared_with_busy_1(&f, &open, 4096);
     assert_int_equal(ag_alloc_free(f.a, b, 0), AG_OK);
@@ -511,6 +514,151 @@ static void test_later_point_seen(void **state)
     assert_int_equal(s.pending, 0);
     assert_int_equal(f.a->npend, 0);
     assert_int_equal(ag_alloc_free(f.a, x, 0), AG_OK);
+    fix_close(&f);
+}
+
+/* Below fallback_min, the last free of a shared block whose other user is
+ * busy records no event: the block waits, and a notice recycles it with
+ * no device event at all. */
+static void test_fallback_waits_for_notice(void **state)
+{
+    (void)state;
+    fix f;
+    fix_open(&f, 2, AG_ALLOC_MULTI, 0);
+    atomic_int open = 0;
+    ag_block *b = shared_with_busy_1(&f, &open, 4096);
+    assert_int_equal(ag_alloc_free(f.a, b, 1), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, b, 0), AG_OK);
+    ag_alloc_stats s = stats(f.a);
+    assert_int_equal(s.pending, 4096);
+    assert_int_equal(s.fallbacks_deferred, 1);
+    assert_int_equal(f.a->npend, 0); /* no event recorded */
+    assert_int_equal(f.a->nlazy, 1);
+    uint64_t nev = f.a->nev;
+    /* 1 tells 0 it is done: 0 recycles the block, still with no event */
+    assert_int_equal(ag_alloc_send(f.a, 1, 0), AG_OK);
+    assert_int_equal(ag_alloc_wait(f.a, 0, 1), AG_OK);
+    s = stats(f.a);
+    assert_int_equal(s.pending, 0);
+    assert_int_equal(s.notices_applied, 1);
+    assert_int_equal(s.event_polls, 0);
+    assert_int_equal(s.fallbacks_recorded, 0);
+    assert_int_equal(f.a->nev, nev);
+    atomic_store(&open, 1);
+    fix_close(&f);
+}
+
+/* A pool miss looks at the waiting blocks: one whose user is still busy
+ * gets its event then (polled like any deferred free, and recycled once
+ * complete); one whose user is idle by then goes home with no event and
+ * serves the request instead of growth. */
+static void test_fallback_at_miss(void **state)
+{
+    (void)state;
+    for (int idle = 0; idle <= 1; idle++) {
+        fix f;
+        fix_open(&f, 2, AG_ALLOC_MULTI, 0);
+        f.a->cfg.poll_every = 0; /* only the miss looks */
+        atomic_int open = 0;
+        /* stream 0's first small region (256 KiB): b and fill */
+        ag_block *b = shared_with_busy_1(&f, &open, 128u << 10);
+        ag_block *fill = xmalloc(&f, 0, 128u << 10);
+        void *p = ag_block_ptr(b);
+        assert_int_equal(ag_alloc_free(f.a, b, 1), AG_OK);
+        assert_int_equal(ag_alloc_free(f.a, b, 0), AG_OK);
+        assert_int_equal(f.a->nlazy, 1);
+        if (idle) {
+            atomic_store(&open, 1);
+            assert_int_equal(ag_dev_stream_synchronize(f.dev, f.s[1]), AG_OK);
+        }
+        ag_alloc_stats s = stats(f.a);
+        uint64_t grown = s.device_allocs;
+        ag_block *c = xmalloc(&f, 0, 128u << 10); /* the pool is full: a miss */
+        s = stats(f.a);
+        assert_int_equal(f.a->nlazy, 0);
+        if (idle) {
+            assert_ptr_equal(ag_block_ptr(c), p);
+            assert_int_equal(s.fallbacks_recorded, 0);
+            assert_int_equal(s.polled_recycles, 1);
+            assert_int_equal(s.pending, 0);
+            assert_int_equal(s.device_allocs, grown);
+            assert_int_equal(f.a->npend, 0);
+        } else {
+            assert_ptr_not_equal(ag_block_ptr(c), p);
+            assert_int_equal(s.fallbacks_recorded, 1);
+            assert_int_equal(s.pending, 128u << 10);
+            assert_int_equal(f.a->npend, 1);
+            atomic_store(&open, 1);
+            assert_int_equal(ag_dev_stream_synchronize(f.dev, f.s[1]), AG_OK);
+            ag_block *e = xmalloc(&f, 0, 128u << 10); /* the rest of c's region */
+            ag_block *d = xmalloc(&f, 0, 128u << 10); /* a miss again: the poll finds the event done */
+            assert_ptr_equal(ag_block_ptr(d), p);
+            s = stats(f.a);
+            assert_int_equal(s.polled_recycles, 1);
+            assert_int_equal(s.pending, 0);
+            assert_int_equal(ag_alloc_free(f.a, d, 0), AG_OK);
+            assert_int_equal(ag_alloc_free(f.a, e, 0), AG_OK);
+        }
+        assert_int_equal(ag_alloc_free(f.a, c, 0), AG_OK);
+        assert_int_equal(ag_alloc_free(f.a, fill, 0), AG_OK);
+        fix_close(&f);
+    }
+}
+
+/* At least fallback_min bytes, the event is recorded at the last free; the
+ * resource clean recycles a waiting block. */
+static void test_fallback_min(void **state)
+{
+    (void)state;
+    fix f;
+    fix_open(&f, 2, AG_ALLOC_MULTI, 0);
+    f.a->cfg.fallback_min = 8192;
+    atomic_int open = 0;
+    ag_block *big = shared_with_busy_1(&f, &open, 8192);
+    ag_block *small = xmalloc(&f, 0, 4096);
+    assert_int_equal(ag_alloc_access(f.a, small, 1), AG_OK);
+    ag_block *frees[] = {big, small};
+    for (int k = 0; k < 2; k++) {
+        assert_int_equal(ag_alloc_free(f.a, frees[k], 1), AG_OK);
+        assert_int_equal(ag_alloc_free(f.a, frees[k], 0), AG_OK);
+    }
+    ag_alloc_stats s = stats(f.a);
+    assert_int_equal(f.a->npend, 1); /* big's event */
+    assert_int_equal(f.a->nlazy, 1); /* small waits */
+    assert_int_equal(s.fallbacks_deferred, 1);
+    assert_int_equal(s.pending, 8192 + 4096);
+    atomic_store(&open, 1);
+    assert_int_equal(ag_alloc_sync(f.a, AG_SYNC_CLEAN), AG_OK);
+    s = stats(f.a);
+    assert_int_equal(s.pending, 0);
+    assert_int_equal(f.a->nlazy, 0);
+    assert_int_equal(f.a->npend, 0);
+    fix_close(&f);
+}
+
+/* Blocks that notices recycle leave stale entries behind; with no pool
+ * miss to clear them, the list drops them when full instead of growing:
+ * a long run of such frees keeps it small. */
+static void test_fallback_list_bounded(void **state)
+{
+    (void)state;
+    fix f;
+    fix_open(&f, 2, AG_ALLOC_MULTI, 0);
+    atomic_int open = 0;
+    gate(&f, 1, &open);
+    for (int k = 0; k < 1000; k++) {
+        ag_block *b = xmalloc(&f, 0, 4096);
+        assert_int_equal(ag_alloc_access(f.a, b, 1), AG_OK);
+        assert_int_equal(ag_alloc_free(f.a, b, 1), AG_OK);
+        assert_int_equal(ag_alloc_free(f.a, b, 0), AG_OK);
+        assert_int_equal(ag_alloc_send(f.a, 1, 0), AG_OK);
+        assert_int_equal(ag_alloc_wait(f.a, 0, 1), AG_OK);
+    }
+    ag_alloc_stats s = stats(f.a);
+    assert_int_equal(s.fallbacks_deferred, 1000);
+    assert_int_equal(s.pending, 0);
+    assert_true(f.a->caplazy <= 16);
+    atomic_store(&open, 1);
     fix_close(&f);
 }
 
@@ -1462,10 +1610,10 @@ static void test_device_fault_sweep(void **state)
  * from the n-th call on, returning an error or poisoning the device
  * (pmode): it ends in AG_OK with no unordered reuse, or in a clean error
  * with its message, and leaves nothing on the device.  Returns how many
- * calls failed (0: the replay made fewer than n); adds the regions
- * gathered by a replay that ran through to *gathered. */
+ * calls failed (0: the replay made fewer than n); a replay that ran
+ * through adds its regions gathered and fallbacks to *ran. */
 static uint64_t trace_fault_at(const char *text, ag_alloc_mode mode, uint64_t hbm, uint32_t ticks, uint32_t runs,
-                               int pmode, uint64_t n, uint64_t *gathered)
+                               int pmode, uint64_t n, ag_alloc_stats *ran)
 {
     ag_ctx *ctx = agtest_ctx();
     ag_device_sim_config dc = ag_device_sim_defaults();
@@ -1489,7 +1637,9 @@ static uint64_t trace_fault_at(const char *text, ag_alloc_mode mode, uint64_t hb
         assert_true(ag_ctx_errmsg(ctx)[0] != '\0');
     } else {
         assert_int_equal(r.violations, 0);
-        *gathered += r.stats.regions_gathered;
+        ran->regions_gathered += r.stats.regions_gathered;
+        ran->fallbacks_deferred += r.stats.fallbacks_deferred;
+        ran->fallbacks_recorded += r.stats.fallbacks_recorded;
     }
     uint64_t nfail = fl.nfail;
     ag_alloc_trace_destroy(t);
@@ -1504,12 +1654,12 @@ static uint64_t trace_fault_at(const char *text, ag_alloc_mode mode, uint64_t hb
 static void test_reclaim_fault_sweep(void **state)
 {
     (void)state;
-    uint64_t gathered = 0;
+    ag_alloc_stats ran = {.size = sizeof ran};
     for (int k = 0; k < 4; k++) {
         const char *text = k % 2 == 0 ? reclaim_text : lend_text;
         ag_alloc_mode mode = k < 2 ? AG_ALLOC_MULTI : AG_ALLOC_BASELINE;
         for (int pmode = 0; pmode < 2; pmode++)
-            for (uint64_t n = 1; trace_fault_at(text, mode, 4u << 20, 8, 1, pmode, n, &gathered); n++)
+            for (uint64_t n = 1; trace_fault_at(text, mode, 4u << 20, 8, 1, pmode, n, &ran); n++)
                 assert_true(n < 10000);
     }
 }
@@ -1524,12 +1674,38 @@ static const char gather_text[] = "streams 3\nalloc b1 3145728 0\nfree b1 0\nall
 static void test_gather_fault_sweep(void **state)
 {
     (void)state;
-    uint64_t gathered = 0;
+    ag_alloc_stats ran = {.size = sizeof ran};
     for (uint32_t ticks = 0; ticks <= 8; ticks += 8)
         for (int pmode = 0; pmode < 2; pmode++)
-            for (uint64_t n = 1; trace_fault_at(gather_text, AG_ALLOC_MULTI, 0, ticks, 2, pmode, n, &gathered); n++)
+            for (uint64_t n = 1; trace_fault_at(gather_text, AG_ALLOC_MULTI, 0, ticks, 2, pmode, n, &ran); n++)
                 assert_true(n < 10000);
-    assert_true(gathered > 0); /* the replays that ran through did gather */
+    assert_true(ran.regions_gathered > 0); /* the replays that ran through did gather */
+}
+
+/* The same sweep over a shared block whose fallback waits for a pool miss
+ * (tests/lit/rt/Inputs/fallback.trace, two executions): its user idle by
+ * the miss (ticks 3) or still busy there, so that the miss records the
+ * event (ticks 40).  The idle queries at the last free and at the miss,
+ * the event the miss records and the clean meet every failure cleanly. */
+static const char fallback_text[] = "streams 3\nalloc w 4096 2\nfree w 2\nalloc a 131072 0\nalloc f 131072 0\n"
+                                    "record 0 1\nwait 1 0\nuse a 1\nfree a 1\nfree a 0\nalloc x 4096 2\n"
+                                    "free x 2\nalloc y 4096 2\nfree y 2\nalloc z 4096 2\nfree z 2\n"
+                                    "alloc c 131072 0\nfree c 0\nfree f 0\nsync\n";
+
+static void test_fallback_fault_sweep(void **state)
+{
+    (void)state;
+    for (uint32_t ticks = 3; ticks <= 40; ticks += 37) {
+        ag_alloc_stats ran = {.size = sizeof ran};
+        for (int pmode = 0; pmode < 2; pmode++)
+            for (uint64_t n = 1; trace_fault_at(fallback_text, AG_ALLOC_MULTI, 0, ticks, 2, pmode, n, &ran); n++)
+                assert_true(n < 10000);
+        /* the replays that ran through waited, and at ticks 40 recorded (at
+         * ticks 3 a failed idle query at the miss counts as busy, too) */
+        assert_true(ran.fallbacks_deferred > 0);
+        if (ticks == 40)
+            assert_true(ran.fallbacks_recorded > 0);
+    }
 }
 
 int main(void)
@@ -1545,6 +1721,10 @@ int main(void)
         cmocka_unit_test(test_polled_fallback),
         cmocka_unit_test(test_poll_every),
         cmocka_unit_test(test_later_point_seen),
+        cmocka_unit_test(test_fallback_waits_for_notice),
+        cmocka_unit_test(test_fallback_at_miss),
+        cmocka_unit_test(test_fallback_min),
+        cmocka_unit_test(test_fallback_list_bounded),
         cmocka_unit_test(test_region_move),
         cmocka_unit_test(test_region_move_seen),
         cmocka_unit_test(test_local_then_birth),
@@ -1571,6 +1751,7 @@ int main(void)
         cmocka_unit_test(test_device_fault_sweep),
         cmocka_unit_test(test_reclaim_fault_sweep),
         cmocka_unit_test(test_gather_fault_sweep),
+        cmocka_unit_test(test_fallback_fault_sweep),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -150,7 +150,8 @@ static void handout_check(world *w, sblk *b, uint32_t s)
 /* Thresholds scaled down to the sizes the stress tests ask for, so that
  * the large-request rules run under the checker: regions of their own,
  * L1 segments kept for large requests, the bound on a large request's
- * waste, and the gather before a new peak. */
+ * waste, and the gather before a new peak; and shared blocks both above
+ * and below fallback_min (by default every block here is below it). */
 static void scale_config(ag_alloc_config *c)
 {
     c->page_size = 4096;
@@ -161,6 +162,7 @@ static void scale_config(ag_alloc_config *c)
     c->large_alone = 32768;
     c->large_round = 4096;
     c->gather_min = 32768;
+    c->fallback_min = 8192;
 }
 
 /* Odd seeds run the baseline, even ones the multi mode; every other pair
