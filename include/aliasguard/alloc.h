@@ -113,8 +113,9 @@ typedef struct ag_alloc_stats {
      * them); wholly free pool regions moved to another pool instead of
      * growing, and how many of those moves made a stream wait on an event */
     uint64_t polled_recycles, regions_moved, region_waits;
-    /* multi mode: streams asked whether idle at a shared block's last free
-     * (an idle one needs no event) */
+    /* multi mode: streams asked whether idle (an idle one needs no event):
+     * at a shared block's last free, at a pool miss for the blocks waiting
+     * for notices, and by the gather */
     uint64_t stream_queries;
     /* multi mode: idle wholly free pool regions given back to L1 before a
      * growth past the peak (ag_alloc_config.gather_min) */
