@@ -336,6 +336,53 @@ static bool row_empty_but(const ag_memalloc *a, const ag_block *b, uint32_t s)
     return true;
 }
 
+/* The last use of a shared block, not known free by stream: the fallback.
+ * Apart, so that the common frees do not pay for its frame. */
+static __attribute__((noinline)) ag_status last_free(ag_memalloc *a, ag_block *b, uint32_t stream)
+{
+    if (b->occ[stream] == 1)
+        AG_TRY(ag_lrec_reserve(a, stream));
+    /* Reserve the fallback's events, or its waiting entry, before changing
+     * anything (one event per stream that any view still counts). */
+    uint64_t *any = users_of(a, b);
+    /* The birth stream needs no event: the block goes back to its pool,
+     * where its own order covers its last use. */
+    ag_mif_clear(any, a->w, 0, b->birth);
+    uint32_t nusers = 0;
+    for (uint32_t k = 0; k < a->w; k++)
+        for (uint64_t m = any[k]; m; m &= m - 1u)
+            nusers++;
+    bool now = fallback_now(a, b);
+    if (nusers && (now || !a->stream_query_ok)) { /* (the device may yet prove unable to tell) */
+        uint32_t u;
+        AG_MIF_EACH(any, a->w, u)
+            AG_TRY(ag_pend_reserve(a, u));
+        AG_TRY(ag_ev_reserve(a, stream, nusers));
+    }
+    if (nusers && !now)
+        AG_TRY(ag_lazy_reserve(a));
+    b->occ[stream]--;
+    b->users--;
+    if (b->occ[stream] != 0)
+        return AG_OK;
+    ag_mif_clear(b->mif, a->w, stream, stream);
+    if (nusers == 0) {
+        /* only the birth stream may still be busy with it: home at once */
+        ag_stat_unused(a, b, false);
+        a->s.polled_recycles++;
+        ag_birth_recycle(a, b);
+        return AG_OK;
+    }
+    ag_stat_unused(a, b, true);
+    uint32_t version = b->version;
+    ag_status st = defer_free(a, b, nusers);
+    /* still waiting (not home at once): the other streams may learn of the
+     * release from stream's notices before the fallback completes */
+    if (b->version == version)
+        ag_lrec_append(a, stream, b);
+    return st;
+}
+
 ag_status ag_multi_free(ag_memalloc *a, ag_block *b, uint32_t stream)
 {
     if (a->cfg.mem_type == AG_MEM_HOST) {
@@ -354,66 +401,30 @@ ag_status ag_multi_free(ag_memalloc *a, ag_block *b, uint32_t stream)
         }
         return AG_OK;
     }
-    /* The last use, and stream knows every other one is over: recycle
-     * at once, with no bookkeeping for notices or the fallback.  The use
-     * count guards the bitmap: a block some stream still declares in use
-     * is never recycled, whatever a view says. */
-    if (b->users == 1 && row_empty_but(a, b, stream)) {
+    if (b->users == 1) {
+        /* The last use, and stream knows every other one is over: recycle
+         * at once, with no bookkeeping for notices or the fallback.  The
+         * use count guards the bitmap: a block some stream still declares
+         * in use is never recycled, whatever a view says. */
+        if (!row_empty_but(a, b, stream))
+            return last_free(a, b, stream);
         b->occ[stream] = 0;
         b->users = 0;
         ag_stat_unused(a, b, false);
         global_recycle(a, b, stream);
         return AG_OK;
     }
-    uint32_t nusers = 0;
+    /* not the last use: stream may release its share, to be told in its
+     * notices */
     if (b->occ[stream] == 1)
         AG_TRY(ag_lrec_reserve(a, stream));
-    if (b->users == 1) {
-        /* The last use: reserve the fallback's events, or its waiting
-         * entry, before changing anything (one event per stream that any
-         * view still counts). */
-        uint64_t *any = users_of(a, b);
-        /* The birth stream needs no event: the block goes back to its pool,
-         * where its own order covers its last use. */
-        ag_mif_clear(any, a->w, 0, b->birth);
-        for (uint32_t k = 0; k < a->w; k++)
-            for (uint64_t m = any[k]; m; m &= m - 1u)
-                nusers++;
-        bool now = fallback_now(a, b);
-        if (nusers && (now || !a->stream_query_ok)) { /* (the device may yet prove unable to tell) */
-            uint32_t u;
-            AG_MIF_EACH(any, a->w, u)
-                AG_TRY(ag_pend_reserve(a, u));
-            AG_TRY(ag_ev_reserve(a, stream, nusers));
-        }
-        if (nusers && !now)
-            AG_TRY(ag_lazy_reserve(a));
-    }
     b->occ[stream]--;
     b->users--;
-    bool released = b->occ[stream] == 0;
-    if (!released)
-        return AG_OK;
-    ag_mif_clear(b->mif, a->w, stream, stream);
-    if (b->users == 0 && nusers == 0) {
-        /* only the birth stream may still be busy with it: home at once */
-        ag_stat_unused(a, b, false);
-        a->s.polled_recycles++;
-        ag_birth_recycle(a, b);
-        return AG_OK;
-    }
-    if (b->users > 0) {
+    if (b->occ[stream] == 0) {
+        ag_mif_clear(b->mif, a->w, stream, stream);
         ag_lrec_append(a, stream, b);
-        return AG_OK;
     }
-    ag_stat_unused(a, b, true);
-    uint32_t version = b->version;
-    ag_status st = defer_free(a, b, nusers);
-    /* still waiting (not home at once): the other streams may learn of the
-     * release from stream's notices before the fallback completes */
-    if (b->version == version)
-        ag_lrec_append(a, stream, b);
-    return st;
+    return AG_OK;
 }
 
 /* ---- event kernels ---- */
