@@ -41,25 +41,23 @@ static void global_recycle(ag_memalloc *a, ag_block *b, uint32_t stream)
         borrow_recycle(a, b, stream);
 }
 
-ag_status ag_multi_malloc(ag_memalloc *a, uint32_t stream, uint64_t size, ag_block **out)
+/* What the stream's own cache could not serve (ag_multi_malloc looked at
+ * its recent blocks and its pool): a borrowed block, a poll and a second
+ * look, growth, the reclaim.  Apart, so that the common allocations do
+ * not pay for its frame. */
+static __attribute__((noinline)) ag_status malloc_miss(ag_memalloc *a, uint32_t stream, uint64_t size, uint64_t r,
+                                                       ag_block **out)
 {
-    /* A poll at every allocation mostly asks again for events already
-     * found busy: it is due every poll_every-th one, and at a pool miss. */
-    if (a->npend && a->cfg.poll_every && ++a->poll_tick >= a->cfg.poll_every) {
-        a->poll_tick = 0;
-        AG_TRY(ag_base_poll(a, false));
-    }
-    uint64_t r = ag_pool_round(a, size);
     ag_astream *as = &a->st[stream];
-    bool polled = false, reclaimed = false;
+    bool polled = false, reclaimed = false, looked = true; /* by ag_multi_malloc */
+    ag_block *b;
 again:;
-    ag_block *b = ag_recent_take(a, stream, r);
-    if (b) {
+    uint32_t pool = r <= a->cfg.small_size ? AG_POOL_SMALL : AG_POOL_LARGE;
+    if (!looked && (b = ag_recent_take(a, stream, r)) != NULL) {
         ag_handout(a, b, stream, size);
         *out = b;
         return AG_OK;
     }
-    uint32_t pool = r <= a->cfg.small_size ? AG_POOL_SMALL : AG_POOL_LARGE;
     ag_span *span = NULL;
     ag_block *lent = NULL;
     uint32_t owner = stream; /* the pool the span comes from */
@@ -67,7 +65,9 @@ again:;
      * asked for; then growth; under pressure, any borrowed block. */
     AG_TRY(ag_heap_reserve(&as->pool[pool]));
     AG_TRY(ag_block_get(a, &b));
-    span = ag_heap_take(&as->pool[pool], r);
+    if (!looked)
+        span = ag_heap_take(&as->pool[pool], r);
+    looked = false;
     if (!span && a->cfg.borrow && as->borrow.count)
         lent = ag_borrow_take(a, &as->borrow, r, 2u * r);
     if (!span && !lent && (a->npend || a->nlazy) && !polled) {
@@ -132,6 +132,38 @@ again:;
         b->birth = owner;
     }
     b->shared = false;
+    ag_handout(a, b, stream, size);
+    *out = b;
+    return AG_OK;
+}
+
+ag_status ag_multi_malloc(ag_memalloc *a, uint32_t stream, uint64_t size, ag_block **out)
+{
+    /* A poll at every allocation mostly asks again for events already
+     * found busy: it is due every poll_every-th one, and at a pool miss. */
+    if (a->npend && a->cfg.poll_every && ++a->poll_tick >= a->cfg.poll_every) {
+        a->poll_tick = 0;
+        AG_TRY(ag_base_poll(a, false));
+    }
+    uint64_t r = ag_pool_round(a, size);
+    ag_block *b = ag_recent_take(a, stream, r);
+    if (!b) {
+        /* the stream's own pool, as malloc_miss looks first */
+        uint32_t pool = r <= a->cfg.small_size ? AG_POOL_SMALL : AG_POOL_LARGE;
+        ag_heap *h = &a->st[stream].pool[pool];
+        AG_TRY(ag_heap_reserve(h));
+        AG_TRY(ag_block_get(a, &b));
+        ag_span *span = ag_heap_take(h, r);
+        if (!span) {
+            ag_block_put(a, b);
+            return malloc_miss(a, stream, size, r, out);
+        }
+        b->span = span;
+        b->size = span->size;
+        b->pool = (uint8_t)pool;
+        b->birth = stream;
+        b->shared = false;
+    }
     ag_handout(a, b, stream, size);
     *out = b;
     return AG_OK;
