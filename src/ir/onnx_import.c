@@ -549,6 +549,23 @@ static const char *non_tensor_output(const Onnx__NodeProto *np)
     return NULL;
 }
 
+/* Whether np's op type would name one of the IR's own structural nodes,
+ * which the importer builds from the file's structure: graph inputs
+ * (Data), outputs (NetOutput), constants (Const) and control flow (While
+ * from Loop; If and Scan from the ONNX ops of those names, so only those
+ * are theirs).  Taken as a node type they would make a second output node
+ * or a graph input with a producer, or control flow without subgraphs. */
+static bool reserved_type(const Onnx__NodeProto *np)
+{
+    static const char *const always[] = {"Data", "NetOutput", "Const", "While"};
+    for (size_t k = 0; k < sizeof always / sizeof always[0]; k++)
+        if (strcmp(np->op_type, always[k]) == 0)
+            return true;
+    const char *dom = np->domain ? np->domain : "";
+    bool onnx = !*dom || strcmp(dom, "ai.onnx") == 0;
+    return !onnx && (strcmp(np->op_type, "If") == 0 || strcmp(np->op_type, "Scan") == 0);
+}
+
 static node_kind kind_of(const Onnx__NodeProto *np)
 {
     const char *dom = np->domain ? np->domain : "";
@@ -573,6 +590,12 @@ static ag_status create_node(imp *im, scope *sc, const Onnx__NodeProto *np, size
         return AG_ERR(im->ctx, AG_EPARSE, "%s: node %zu ('%s') of graph '%s' has no op_type", im->file, k,
                       np && np->name ? np->name : "", sc->gname);
     const char *op = np->op_type;
+    if (reserved_type(np))
+        return AG_ERR(im->ctx, AG_EUNSUPPORTED,
+                      "%s: node '%s' (%s, domain '%s') of graph '%s': the op type names a node of aliasguard's own "
+                      "graph structure (graph inputs, outputs, constants, control flow) and cannot be imported "
+                      "as an operator",
+                      im->file, str_or(np->name, "?"), op, np->domain ? np->domain : "", sc->gname);
     const char *nt = non_tensor_output(np);
     if (nt)
         return AG_ERR(im->ctx, AG_EUNSUPPORTED, "%s: node '%s' (%s) of graph '%s' produces %s value, which is not supported",

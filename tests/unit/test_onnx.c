@@ -976,6 +976,40 @@ static void test_error_graph(void **state)
     buf = one_node(n, &len);
     import_fails(buf, len, AG_EPARSE, "node 'if' (If) has no graph attribute 'else_branch'");
 
+    /* op types that name the IR's own structural nodes */
+    buf = one_node(ob_node("NetOutput", "no", "x", "y"), &len);
+    import_fails(buf, len, AG_EUNSUPPORTED,
+                 "node 'no' (NetOutput, domain '') of graph 'm': the op type names a node of aliasguard's own");
+    n = ob_node("Data", "d", "x", "y");
+    n->domain = ob_str("ai.custom");
+    buf = one_node(n, &len);
+    import_fails(buf, len, AG_EUNSUPPORTED, "node 'd' (Data, domain 'ai.custom') of graph 'm': the op type names");
+    buf = one_node(ob_node("Const", "c", "x", "y"), &len);
+    import_fails(buf, len, AG_EUNSUPPORTED, "node 'c' (Const, domain '')");
+    buf = one_node(ob_node("While", "w", "x", "y"), &len);
+    import_fails(buf, len, AG_EUNSUPPORTED, "node 'w' (While, domain '')");
+    n = ob_node("If", "if", "x", "y");
+    n->domain = ob_str("ai.custom");
+    buf = one_node(n, &len);
+    import_fails(buf, len, AG_EUNSUPPORTED, "node 'if' (If, domain 'ai.custom')");
+    n = ob_node("Scan", "sc", "x", "y");
+    n->domain = ob_str("com.example");
+    buf = one_node(n, &len);
+    import_fails(buf, len, AG_EUNSUPPORTED, "node 'sc' (Scan, domain 'com.example')");
+    /* the same names are plain operators once they name nothing of the IR:
+     * a custom-domain Loop (the IR's loop is While) */
+    n = ob_node("Loop", "lp", "x", "y");
+    n->domain = ob_str("ai.custom");
+    buf = one_node(n, &len);
+    {
+        ag_ctx *ctx = agtest_ctx();
+        ag_onnx_opts o = plain_opts();
+        ag_graph *ig = import_ok(ctx, buf, len, &o);
+        assert_string_equal(ag_node_type(ig, agtest_find(ig, AG_ROOT, "lp")), "Loop");
+        ag_graph_destroy(ig);
+        ag_ctx_destroy(ctx);
+    }
+
     g = ob_graph("m");
     ob_in(g, ob_vi("x", 1, 2, (const int64_t[]){2, -5}));
     ob_out(g, ob_vi("x", 1, 1, D3));
