@@ -256,28 +256,29 @@ static ag_status defer_free(ag_memalloc *a, ag_block *b, uint32_t nusers)
 {
     const uint64_t *any = b->mif + (size_t)a->n * a->w;
     uint32_t u;
-    bool busy = false;
-    if (!fallback_now(a, b))
+    if (!fallback_now(a, b)) {
+        bool busy = false;
         AG_MIF_EACH(any, a->w, u)
             busy = busy || !ag_stream_idle(a, u);
-    if (busy && !fallback_now(a, b)) {
-        a->lazy[a->nlazy++] = (ag_lazy){b, b->version};
-        a->s.fallbacks_deferred++;
-        return AG_OK;
+        if (!busy) {
+            fallback_done(a, b); /* every user was idle already: home at once */
+            return AG_OK;
+        }
+        if (!a->no_stream_query) {
+            a->lazy[a->nlazy++] = (ag_lazy){b, b->version};
+            a->s.fallbacks_deferred++;
+            return AG_OK;
+        }
+        /* the device proved unable to tell just now: no query had
+         * succeeded before, so the events were reserved */
     }
-    /* (a device found unable to tell just now: no query had succeeded
-     * before, so the events were reserved) */
-    if (fallback_now(a, b)) {
-        ag_status first = AG_OK;
-        b->events = nusers;
-        AG_MIF_EACH(any, a->w, u)
-            b->events -= ag_pend_record(a, u, b, true, &first);
-        if (b->events == 0 && first == AG_OK)
-            fallback_done(a, b);
-        return first;
-    }
-    fallback_done(a, b); /* every user was idle already: home at once */
-    return AG_OK;
+    ag_status first = AG_OK;
+    b->events = nusers;
+    AG_MIF_EACH(any, a->w, u)
+        b->events -= ag_pend_record(a, u, b, true, &first);
+    if (b->events == 0 && first == AG_OK)
+        fallback_done(a, b);
+    return first;
 }
 
 /* Whether the block of a waiting entry still waits: no notice recycled it
