@@ -373,8 +373,8 @@ static bool row_empty_but(const ag_memalloc *a, const ag_block *b, uint32_t s)
  * Apart, so that the common frees do not pay for its frame. */
 static __attribute__((noinline)) ag_status last_free(ag_memalloc *a, ag_block *b, uint32_t stream)
 {
-    if (b->occ[stream] == 1)
-        AG_TRY(ag_lrec_reserve(a, stream));
+    ag_assert(b->users == 1 && b->occ[stream] == 1); /* the one use left is stream's */
+    AG_TRY(ag_lrec_reserve(a, stream));
     /* Reserve the fallback's events, or its waiting entry, before changing
      * anything (one event per stream that any view still counts). */
     uint64_t *any = users_of(a, b);
@@ -394,10 +394,8 @@ static __attribute__((noinline)) ag_status last_free(ag_memalloc *a, ag_block *b
     }
     if (nusers && !now)
         AG_TRY(ag_lazy_reserve(a));
-    b->occ[stream]--;
-    b->users--;
-    if (b->occ[stream] != 0)
-        return AG_OK;
+    b->occ[stream] = 0;
+    b->users = 0;
     ag_mif_clear(b->mif, a->w, stream, stream);
     if (nusers == 0) {
         /* only the birth stream may still be busy with it: home at once */
