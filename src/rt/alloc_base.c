@@ -107,10 +107,7 @@ ag_status ag_base_malloc(ag_memalloc *a, uint32_t stream, uint64_t size, ag_bloc
         ag_block_put(a, b);
         return st;
     }
-    b->span = span;
-    b->size = span->size;
-    b->pool = (uint8_t)pool;
-    b->birth = stream;
+    ag_block_bind(b, span, pool, stream);
     ag_handout(a, b, stream, size);
     *out = b;
     return AG_OK;

@@ -582,6 +582,15 @@ static inline void ag_stat_alloc(ag_memalloc *a, const ag_block *b)
         ss->peak_allocated = ss->allocated;
 }
 
+/* Block object b takes span of pool (small or large) of stream birth's L2. */
+static inline void ag_block_bind(ag_block *b, ag_span *span, uint32_t pool, uint32_t birth)
+{
+    b->span = span;
+    b->size = span->size;
+    b->pool = (uint8_t)pool;
+    b->birth = birth;
+}
+
 /* A block handed out to stream for a request of size, one use. */
 static inline void ag_handout(ag_memalloc *a, ag_block *b, uint32_t stream, uint64_t size)
 {

@@ -42,31 +42,32 @@ static void global_recycle(ag_memalloc *a, ag_block *b, uint32_t stream)
 }
 
 /* What the stream's own cache could not serve (ag_multi_malloc looked at
- * its recent blocks and its pool): a borrowed block, a poll and a second
+ * its recent blocks and its pool, with the pool reserved and b, a block
+ * object, taken for the request): a borrowed block, a poll and a second
  * look, growth, the reclaim.  Apart, so that the common allocations do
  * not pay for its frame. */
 static __attribute__((noinline)) ag_status malloc_miss(ag_memalloc *a, uint32_t stream, uint64_t size, uint64_t r,
-                                                       ag_block **out)
+                                                       ag_block *b, ag_block **out)
 {
     ag_astream *as = &a->st[stream];
     bool polled = false, reclaimed = false, looked = true; /* by ag_multi_malloc */
-    ag_block *b;
 again:;
     uint32_t pool = r <= a->cfg.small_size ? AG_POOL_SMALL : AG_POOL_LARGE;
-    if (!looked && (b = ag_recent_take(a, stream, r)) != NULL) {
-        ag_handout(a, b, stream, size);
-        *out = b;
-        return AG_OK;
-    }
     ag_span *span = NULL;
     ag_block *lent = NULL;
     uint32_t owner = stream; /* the pool the span comes from */
     /* Own cache first; then a borrowed block that wastes at most the size
      * asked for; then growth; under pressure, any borrowed block. */
-    AG_TRY(ag_heap_reserve(&as->pool[pool]));
-    AG_TRY(ag_block_get(a, &b));
-    if (!looked)
+    if (!looked) {
+        if ((b = ag_recent_take(a, stream, r)) != NULL) {
+            ag_handout(a, b, stream, size);
+            *out = b;
+            return AG_OK;
+        }
+        AG_TRY(ag_heap_reserve(&as->pool[pool]));
+        AG_TRY(ag_block_get(a, &b));
         span = ag_heap_take(&as->pool[pool], r);
+    }
     looked = false;
     if (!span && a->cfg.borrow && as->borrow.count)
         lent = ag_borrow_take(a, &as->borrow, r, 2u * r);
@@ -126,10 +127,7 @@ again:;
         as->st.borrow_hits++;
         a->s.borrow_hits++;
     } else {
-        b->span = span;
-        b->size = span->size;
-        b->pool = (uint8_t)pool;
-        b->birth = owner;
+        ag_block_bind(b, span, pool, owner);
     }
     b->shared = false;
     ag_handout(a, b, stream, size);
@@ -154,14 +152,9 @@ ag_status ag_multi_malloc(ag_memalloc *a, uint32_t stream, uint64_t size, ag_blo
         AG_TRY(ag_heap_reserve(h));
         AG_TRY(ag_block_get(a, &b));
         ag_span *span = ag_heap_take(h, r);
-        if (!span) {
-            ag_block_put(a, b);
-            return malloc_miss(a, stream, size, r, out);
-        }
-        b->span = span;
-        b->size = span->size;
-        b->pool = (uint8_t)pool;
-        b->birth = stream;
+        if (!span)
+            return malloc_miss(a, stream, size, r, b, out);
+        ag_block_bind(b, span, pool, stream);
         b->shared = false;
     }
     ag_handout(a, b, stream, size);
