@@ -50,6 +50,10 @@ typedef struct ag_alloc_config {
     uint64_t large_region; /* pool region for requests below large_alone (20 MiB) */
     uint64_t large_alone;  /* requests from here get a region of their own (10 MiB) */
     uint64_t large_round;  /* ... rounded up to a multiple of this (2 MiB) */
+    uint64_t alone_round;  /* multi mode with steal: a request of large_alone or more
+                            * gets a region rounded up to a multiple of this instead
+                            * (64 KiB: L1 hands out pages, so a coarser quantum only
+                            * adds a tail no other request of that size uses) */
     uint64_t split_small;  /* least remainder split off in small regions (512) */
     uint64_t split_large;  /* least remainder split off in large regions (1 MiB + 1) */
     uint64_t max_split;    /* blocks this large are never split nor given to smaller
@@ -60,7 +64,8 @@ typedef struct ag_alloc_config {
                             * a wholly free region of another stream's pool, ordered
                             * by an event (stream wait, no host blocking), and every
                             * large request gets a region of its own (rounded to
-                            * large_round) so that regions empty often (1) */
+                            * large_round, or alone_round from large_alone on) so
+                            * that regions empty often (1) */
     uint32_t poll_every;   /* multi mode: the events of deferred frees are polled when
                             * a pool cannot serve a request, and otherwise at every
                             * poll_every-th allocation (0: only then; 1: at each one,

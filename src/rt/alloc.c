@@ -20,6 +20,7 @@ void ag_alloc_config_default(ag_alloc_config *c)
     c->large_region = 20u << 20;
     c->large_alone = 10u << 20;
     c->large_round = 2u << 20;
+    c->alone_round = 64u << 10;
     c->split_small = 512;
     c->split_large = (1u << 20) + 1u;
     c->max_split = UINT64_MAX;
@@ -60,11 +61,12 @@ static ag_status check_config(ag_ctx *ctx, const ag_alloc_config *c)
         return AG_ERR(ctx, AG_EINVAL, "allocator config: page_size %llu is not a power of two >= min_block",
                       (unsigned long long)c->page_size);
     if (c->small_size == 0 || c->small_region < c->small_size || c->large_region == 0 || c->large_round == 0 ||
-        c->l1_segment == 0)
+        c->alone_round == 0 || c->l1_segment == 0)
         return AG_ERR(ctx, AG_EINVAL,
-                      "allocator config: small_region must hold small_size; large_region, large_round and "
-                      "l1_segment must be nonzero");
-    if (c->small_region % c->min_block || c->large_region % c->min_block || c->large_round % c->min_block)
+                      "allocator config: small_region must hold small_size; large_region, large_round, "
+                      "alone_round and l1_segment must be nonzero");
+    if (c->small_region % c->min_block || c->large_region % c->min_block || c->large_round % c->min_block ||
+        c->alone_round % c->min_block)
         return AG_ERR(ctx, AG_EINVAL, "allocator config: region sizes must be multiples of min_block %llu",
                       (unsigned long long)c->min_block);
     if (c->large_alone > c->large_region)

@@ -328,6 +328,8 @@ ag_status ag_pool_take(ag_memalloc *a, uint32_t stream, uint64_t size, bool trie
             region = c->small_region;
         else if (size < c->large_alone && !cut)
             region = c->large_region;
+        else if (size >= c->large_alone && cut)
+            region = round_up(size, c->alone_round);
         else
             region = round_up(size, c->large_round);
         if (a->cfg.mode == AG_ALLOC_MULTI)

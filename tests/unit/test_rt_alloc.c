@@ -1168,6 +1168,38 @@ static void test_alone_bound(void **state)
     fix_close(&f);
 }
 
+/* A request of large_alone or more gets a region of its own: the multi mode
+ * rounds it to alone_round (64 KiB, L1's page), the baseline to large_round
+ * (2 MiB).  24 MiB + 2560 B reserves 24 MiB + 64 KiB, or 26 MiB; with
+ * alone_round 2 MiB the multi mode reserves 26 MiB too. */
+static void test_alone_round(void **state)
+{
+    (void)state;
+    const uint64_t want = (24u << 20) + 2560u;
+    struct {
+        ag_alloc_mode mode;
+        uint64_t alone_round, reserved;
+    } cases[] = {
+        {AG_ALLOC_MULTI, 64u << 10, (24u << 20) + (64u << 10)},
+        {AG_ALLOC_BASELINE, 64u << 10, 26u << 20},
+        {AG_ALLOC_MULTI, 2u << 20, 26u << 20},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        ag_alloc_config cfg;
+        ag_alloc_config_default(&cfg);
+        cfg.mode = cases[k].mode;
+        cfg.alone_round = cases[k].alone_round;
+        fix f;
+        fix_open_cfg(&f, 1, cases[k].mode, 0, &cfg);
+        ag_block *b = xmalloc(&f, 0, want);
+        ag_alloc_stats s = stats(f.a);
+        assert_int_equal(s.reserved, cases[k].reserved);
+        assert_int_equal(s.device_allocs, 1);
+        assert_int_equal(ag_alloc_free(f.a, b, 0), AG_OK);
+        fix_close(&f);
+    }
+}
+
 /* Before the device memory grows past its peak, idle free regions of the
  * pools go back to L1 and merge: two 4 MiB regions stream 1 cut from an
  * 8 MiB segment serve stream 0's 8 MiB request again, with no device call.
@@ -1359,21 +1391,48 @@ static void test_host_memory_shared(void **state)
     ag_ctx_destroy(ctx);
 }
 
+/* One field out of range per case, the rest default: creation fails with
+ * AG_EINVAL and a message naming what is wrong. */
+static void bad_config(fix *f, void (*spoil)(ag_alloc_config *), const char *msg)
+{
+    ag_alloc_config c;
+    ag_alloc_config_default(&c);
+    spoil(&c);
+    ag_memalloc *a = NULL;
+    assert_int_equal(ag_alloc_create(f->ctx, f->dev, f->s, &c, &a), AG_EINVAL);
+    assert_null(a);
+    assert_errmsg(f->ctx, msg);
+}
+
+static void no_streams(ag_alloc_config *c)
+{
+    c->nstreams = 0;
+}
+
+static void odd_min_block(ag_alloc_config *c)
+{
+    c->min_block = 500;
+}
+
+static void zero_alone_round(ag_alloc_config *c)
+{
+    c->alone_round = 0;
+}
+
+static void odd_alone_round(ag_alloc_config *c)
+{
+    c->alone_round = 1000;
+}
+
 static void test_config_errors(void **state)
 {
     (void)state;
     fix f;
     fix_open(&f, 1, AG_ALLOC_MULTI, 0);
-    ag_alloc_config c;
-    ag_alloc_config_default(&c);
-    c.nstreams = 0;
-    ag_memalloc *a = NULL;
-    assert_int_equal(ag_alloc_create(f.ctx, f.dev, f.s, &c, &a), AG_EINVAL);
-    assert_errmsg(f.ctx, "nstreams 0");
-    ag_alloc_config_default(&c);
-    c.min_block = 500;
-    assert_int_equal(ag_alloc_create(f.ctx, f.dev, f.s, &c, &a), AG_EINVAL);
-    assert_errmsg(f.ctx, "min_block 500");
+    bad_config(&f, no_streams, "nstreams 0");
+    bad_config(&f, odd_min_block, "min_block 500");
+    bad_config(&f, zero_alone_round, "alone_round");
+    bad_config(&f, odd_alone_round, "multiples of min_block");
     ag_block *b = NULL;
     assert_int_equal(ag_alloc_malloc(f.a, 1, 64, &b), AG_EINVAL);
     assert_errmsg(f.ctx, "stream 1 out of range");
@@ -1747,6 +1806,7 @@ int main(void)
         cmocka_unit_test(test_clean_keeps_regions),
         cmocka_unit_test(test_l1_keeps_large),
         cmocka_unit_test(test_alone_bound),
+        cmocka_unit_test(test_alone_round),
         cmocka_unit_test(test_gather),
         cmocka_unit_test(test_gather_busy),
         cmocka_unit_test(test_pressure_ignores_bound),

@@ -160,7 +160,8 @@ static void scale_config(ag_alloc_config *c)
     c->small_region = 16384;
     c->large_region = 262144;
     c->large_alone = 32768;
-    c->large_round = 4096;
+    c->large_round = 8192;
+    c->alone_round = 4096; /* the page, as by default */
     c->gather_min = 32768;
     c->fallback_min = 8192;
 }
