@@ -32,6 +32,17 @@ ag_status ag_vec_reserve(ag_ctx *ctx, ag_vec *v, size_t elem, uint32_t n)
     return AG_OK;
 }
 
+void *ag_realloc_double(ag_ctx *ctx, void *data, uint32_t *cap, size_t elem, uint32_t first)
+{
+    uint64_t nc = *cap ? (uint64_t)*cap * 2u : first;
+    if (nc > UINT32_MAX || nc > SIZE_MAX / elem)
+        return NULL;
+    void *d = ag_realloc(ctx, data, (size_t)*cap * elem, (size_t)nc * elem);
+    if (d)
+        *cap = (uint32_t)nc;
+    return d;
+}
+
 ag_status ag_vec_push(ag_ctx *ctx, ag_vec *v, size_t elem, const void *item)
 {
     if (v->len == v->cap && ag_vec_reserve(ctx, v, elem, 1) != AG_OK)

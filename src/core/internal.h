@@ -86,6 +86,11 @@ typedef struct ag_vec {
 /* Ensures room for n more elements of size elem; AG_ENOMEM (no message) on failure. */
 ag_status ag_vec_reserve(ag_ctx *ctx, ag_vec *v, size_t elem, uint32_t n);
 ag_status ag_vec_push(ag_ctx *ctx, ag_vec *v, size_t elem, const void *item);
+/* For arrays kept as a pointer and a capacity of their own: data (*cap items
+ * of elem bytes) reallocated to twice as many items, or first when *cap is
+ * 0.  Returns the new array and updates *cap; NULL (data and *cap as they
+ * were) when out of memory or past UINT32_MAX items. */
+void *ag_realloc_double(ag_ctx *ctx, void *data, uint32_t *cap, size_t elem, uint32_t first);
 void ag_vec_free(ag_ctx *ctx, ag_vec *v, size_t elem);
 #define AG_VEC_AT(v, T, k) (((T *)(v).data)[k])
 

@@ -127,12 +127,10 @@ ag_status ag_base_access(ag_memalloc *a, ag_block *b, uint32_t dst)
 ag_status ag_pend_grow(ag_memalloc *a, uint32_t stream)
 {
     ag_astream *s = &a->st[stream];
-    uint32_t nc = s->cappend ? s->cappend * 2u : 16u;
-    ag_bpend *p = ag_realloc(a->ctx, s->pend, s->cappend * sizeof *p, nc * sizeof *p);
+    ag_bpend *p = ag_realloc_double(a->ctx, s->pend, &s->cappend, sizeof *p, 16u);
     if (!p)
         return AG_OOM(a->ctx);
     s->pend = p;
-    s->cappend = nc;
     return AG_OK;
 }
 

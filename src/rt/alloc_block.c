@@ -185,12 +185,10 @@ ag_status ag_lrec_grow(ag_memalloc *a, uint32_t stream)
      * reads every entry) */
     if (s->nlrec < s->caplrec / 2u)
         return AG_OK;
-    uint32_t nc = s->caplrec ? s->caplrec * 2u : 16u;
-    ag_lrec *l = ag_realloc(a->ctx, s->lrec, s->caplrec * sizeof *l, nc * sizeof *l);
+    ag_lrec *l = ag_realloc_double(a->ctx, s->lrec, &s->caplrec, sizeof *l, 16u);
     if (!l)
         return s->nlrec < s->caplrec ? AG_OK : AG_OOM(a->ctx);
     s->lrec = l;
-    s->caplrec = nc;
     return AG_OK;
 }
 

@@ -293,12 +293,10 @@ ag_status ag_lazy_grow(ag_memalloc *a)
      * looked at a bounded number of times */
     if (keep < a->caplazy - a->caplazy / 4u)
         return AG_OK;
-    uint32_t nc = a->caplazy ? a->caplazy * 2u : 16u;
-    ag_lazy *l = ag_realloc(a->ctx, a->lazy, a->caplazy * sizeof *l, nc * sizeof *l);
+    ag_lazy *l = ag_realloc_double(a->ctx, a->lazy, &a->caplazy, sizeof *l, 16u);
     if (!l)
         return AG_OOM(a->ctx);
     a->lazy = l;
-    a->caplazy = nc;
     return AG_OK;
 }
 

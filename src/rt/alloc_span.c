@@ -151,12 +151,10 @@ ag_status ag_heap_reserve(ag_heap *h)
         h->nspare--;
     }
     if (h->nchunks == h->capchunks) {
-        uint32_t nc = h->capchunks ? h->capchunks * 2u : 8u;
-        void **c = ag_realloc(h->ctx, h->chunks, h->capchunks * sizeof *c, nc * sizeof *c);
+        void **c = ag_realloc_double(h->ctx, h->chunks, &h->capchunks, sizeof *c, 8u);
         if (!c)
             return AG_OOM(h->ctx);
         h->chunks = c;
-        h->capchunks = nc;
     }
     ag_span *chunk = ag_alloc(h->ctx, AG_SPAN_CHUNK * sizeof *chunk);
     if (!chunk)

@@ -335,12 +335,10 @@ static void check_handout(replay *r, uint32_t id, uint32_t s)
 static ag_status retire(replay *r, uint32_t id)
 {
     if (r->nret == r->capret) {
-        uint32_t nc = r->capret ? r->capret * 2u : 64u;
-        retired *v = ag_realloc(r->ctx, r->ret, r->capret * sizeof *v, nc * sizeof *v);
+        retired *v = ag_realloc_double(r->ctx, r->ret, &r->capret, sizeof *v, 64u);
         if (!v)
             return AG_OOM(r->ctx);
         r->ret = v;
-        r->capret = nc;
     }
     uint64_t *last = ag_alloc(r->ctx, r->n * sizeof *last);
     if (!last)

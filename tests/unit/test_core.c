@@ -112,6 +112,39 @@ static void test_arena(void **state)
     assert_int_equal(ta.live_blocks, 0);
 }
 
+/* ag_realloc_double: first items, then twice as many each time, contents
+ * kept; a failed realloc or a count past UINT32_MAX leaves array and
+ * capacity as they were. */
+static void test_realloc_double(void **state)
+{
+    (void)state;
+    ag_testalloc ta;
+    ag_testalloc_init(&ta, 0, 0);
+    ag_allocator hook = ag_testalloc_hook(&ta);
+    ag_ctx *ctx = ag_ctx_create(&hook);
+    uint32_t cap = 0;
+    uint32_t *v = ag_realloc_double(ctx, NULL, &cap, sizeof *v, 4u);
+    assert_non_null(v);
+    assert_int_equal(cap, 4);
+    for (uint32_t i = 0; i < 4; i++)
+        v[i] = i * 7u;
+    v = ag_realloc_double(ctx, v, &cap, sizeof *v, 4u);
+    assert_non_null(v);
+    assert_int_equal(cap, 8);
+    for (uint32_t i = 0; i < 4; i++)
+        assert_int_equal(v[i], i * 7u);
+    ta.fail_at = ta.calls + 1u; /* the next call fails */
+    assert_null(ag_realloc_double(ctx, v, &cap, sizeof *v, 4u));
+    assert_int_equal(cap, 8);
+    assert_int_equal(v[3], 21);
+    uint32_t huge = UINT32_MAX / 2u + 1u;
+    assert_null(ag_realloc_double(ctx, v, &huge, sizeof *v, 4u));
+    assert_int_equal(huge, UINT32_MAX / 2u + 1u);
+    ag_free(ctx, v, cap * sizeof *v);
+    ag_ctx_destroy(ctx);
+    assert_int_equal(ta.live_blocks, 0);
+}
+
 static void test_vec_and_map(void **state)
 {
     (void)state;
@@ -252,6 +285,7 @@ int main(void)
         cmocka_unit_test(test_error_funnel),
         cmocka_unit_test(test_testalloc_counts_and_fails),
         cmocka_unit_test(test_arena),
+        cmocka_unit_test(test_realloc_double),
         cmocka_unit_test(test_vec_and_map),
         cmocka_unit_test(test_map_oom),
         cmocka_unit_test(test_membuf_and_readfile),
