@@ -187,12 +187,21 @@ static ag_status l1_take(ag_memalloc *a, uint64_t size, ag_span **out)
     uint64_t seg = size;
     if (size < a->cfg.l1_segment) {
         seg = round_up(a->cfg.l1_segment, a->cfg.page_size);
-        /* With fine regions L1 grows geometrically up to a segment: a
-         * quarter segment first, then as much as it holds already, so that
-         * a small graph holds little and a large one makes few device calls. */
-        if (a->cfg.mode == AG_ALLOC_MULTI && a->cfg.steal && a->s.reserved < seg) {
-            uint64_t want = a->s.reserved > seg / 4u ? a->s.reserved : seg / 4u;
-            seg = want > size ? round_up(want, a->cfg.page_size) : size;
+        if (a->cfg.mode == AG_ALLOC_MULTI && a->cfg.steal) {
+            /* With fine regions L1 grows geometrically up to a segment, from
+             * empty: a quarter segment first, then as much as it holds
+             * already, so that a small graph holds little and a large one
+             * makes few device calls.  While it still caches free spans
+             * that cannot serve the request, it asks for the request alone:
+             * those spans are the tails of earlier segments, left at sizes
+             * the graph does not ask for, and a larger segment would only
+             * leave one more. */
+            if (ag_heap_cached(h) > 0)
+                seg = size;
+            else if (a->s.reserved < seg) {
+                uint64_t want = a->s.reserved > seg / 4u ? a->s.reserved : seg / 4u;
+                seg = want > size ? round_up(want, a->cfg.page_size) : size;
+            }
         }
     }
     ag_status st = ag_heap_grow(h, seg);
