@@ -44,7 +44,8 @@ typedef struct ag_alloc_config {
     uint64_t page_size;    /* L1 quantum (power of two, multiple of min_block; 64 KiB) */
     uint64_t l1_segment;   /* least bytes L1 asks the device for at once (2 MiB); with
                             * steal, L1 asks for a quarter of it first, then for as
-                            * much as it holds, until it reaches this */
+                            * much as it holds, until it reaches this, and for the
+                            * request alone while it caches spans too small for it */
     uint64_t small_size;   /* requests up to this come from small regions (1 MiB) */
     uint64_t small_region; /* pool region for small requests (2 MiB) */
     uint64_t large_region; /* pool region for requests below large_alone (20 MiB) */
