@@ -152,11 +152,11 @@ ag_status ag_alloc_create(ag_ctx *ctx, ag_device *dev, ag_dev_stream *const *str
     a->n = cfg->nstreams;
     a->w = ag_mif_words(a->n);
     atomic_init(&a->lock, 0u);
-    ag_l1_init(a);
+    ag_status st = ag_l1_init(a);
     a->streams = ag_calloc(ctx, a->n, sizeof *a->streams);
     a->st = ag_calloc(ctx, a->n, sizeof *a->st);
     a->chans = ag_calloc(ctx, (size_t)a->n * a->n, sizeof *a->chans);
-    if (!a->streams || !a->st || !a->chans)
+    if (st != AG_OK || !a->streams || !a->st || !a->chans)
         goto oom;
     for (uint32_t k = 0; k < a->n; k++) {
         a->streams[k] = streams[k];

@@ -101,6 +101,9 @@ void ag_heap_share_whole(ag_heap *h, ag_wholeset *set, const uint64_t *epoch, ui
 void ag_heap_destroy(ag_heap *h);
 /* Makes sure the next take can split without allocating: AG_ENOMEM. */
 ag_status ag_heap_reserve(ag_heap *h);
+/* Allocates what the first growth needs (nodes and a region record), so
+ * that a heap certain to grow pays for them up front: AG_ENOMEM. */
+ag_status ag_heap_prepare(ag_heap *h);
 /* Takes a cached span of at least size (a multiple of quantum), splitting
  * off the remainder when it is worth keeping; NULL when none fits.  Needs a
  * prior ag_heap_reserve. */

@@ -265,7 +265,9 @@ ag_status ag_l1_init(ag_memalloc *a)
         if (a->cfg.large_alone > round_up(a->cfg.l1_segment, a->cfg.page_size))
             a->l1.keep = a->cfg.large_alone;
     }
-    return AG_OK;
+    /* Every pool of the multi mode grows from L1: its first growth (in
+     * the first allocation) need not allocate L1's own records too. */
+    return a->cfg.mode == AG_ALLOC_MULTI ? ag_heap_prepare(&a->l1) : AG_OK;
 }
 
 ag_status ag_pool_init(ag_memalloc *a, uint32_t stream)

@@ -314,6 +314,18 @@ static void region_spare(ag_heap *h, ag_region *r)
     h->spare_regions = r;
 }
 
+ag_status ag_heap_prepare(ag_heap *h)
+{
+    AG_TRY(ag_heap_reserve(h));
+    if (!h->spare_regions) {
+        ag_region *r = ag_alloc(h->ctx, sizeof *r);
+        if (!r)
+            return AG_OOM(h->ctx);
+        region_spare(h, r);
+    }
+    return AG_OK;
+}
+
 /* A new region of at least size bytes from the backing: its one span,
  * free, in no bin yet. */
 static ag_status grow_span(ag_heap *h, uint64_t size, ag_span **out)

@@ -1061,6 +1061,33 @@ static void test_l1_geometric(void **state)
     }
 }
 
+/* The multi mode's L1 has its records before the first allocation, which
+ * then allocates none for L1; the baseline, whose pools grow from the
+ * device, leaves L1 empty. */
+static void test_l1_prepared(void **state)
+{
+    (void)state;
+    for (int mode = 0; mode < 2; mode++) {
+        fix f;
+        fix_open(&f, 2, (ag_alloc_mode)mode, 0);
+        ag_heap *l1 = &f.a->l1;
+        if (mode == AG_ALLOC_BASELINE) {
+            assert_int_equal(l1->nchunks, 0);
+            assert_null(l1->spare_regions);
+            fix_close(&f);
+            continue;
+        }
+        assert_int_equal(l1->nchunks, 1);
+        assert_non_null(l1->spare_regions);
+        ag_block *b = xmalloc(&f, 0, 4096);
+        assert_int_equal(l1->nchunks, 1);
+        assert_null(l1->spare_regions); /* the first segment took it */
+        assert_int_equal(stats(f.a).device_allocs, 1);
+        assert_int_equal(ag_alloc_free(f.a, b, 0), AG_OK);
+        fix_close(&f);
+    }
+}
+
 /* While L1 caches a free span too small for a pool's new region, it asks
  * the device for that region alone, not for a segment that would leave
  * one more tail; from empty it grows geometrically again. */
@@ -1833,6 +1860,7 @@ int main(void)
         cmocka_unit_test(test_streams_256),
         cmocka_unit_test(test_l1_geometric),
         cmocka_unit_test(test_l1_tail),
+        cmocka_unit_test(test_l1_prepared),
         cmocka_unit_test(test_clean_keeps_regions),
         cmocka_unit_test(test_l1_keeps_large),
         cmocka_unit_test(test_alone_bound),
