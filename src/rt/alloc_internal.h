@@ -474,6 +474,11 @@ static inline uint64_t ag_pool_round(const ag_memalloc *a, uint64_t size)
 {
     return (size + a->cfg.min_block - 1u) & ~(a->cfg.min_block - 1u);
 }
+/* The pool of a stream that serves a rounded request of r bytes. */
+static inline uint32_t ag_pool_of(const ag_memalloc *a, uint64_t r)
+{
+    return r <= a->cfg.small_size ? AG_POOL_SMALL : AG_POOL_LARGE;
+}
 /* Returns every stream's wholly free pool regions to their backing,
  * synchronising a stream first when sync (its queued work may still touch
  * memory it freed).  Bytes returned. */

@@ -322,7 +322,7 @@ uint64_t ag_pools_release(ag_memalloc *a, bool sync)
 ag_status ag_pool_take(ag_memalloc *a, uint32_t stream, uint64_t size, bool tried, uint32_t *pool, ag_span **out)
 {
     const ag_alloc_config *c = &a->cfg;
-    uint32_t p = size <= c->small_size ? AG_POOL_SMALL : AG_POOL_LARGE;
+    uint32_t p = ag_pool_of(a, size);
     ag_heap *h = &a->st[stream].pool[p];
     a->grow_stream = stream;
     a->grow_heap = h;

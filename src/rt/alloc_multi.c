@@ -52,7 +52,7 @@ static __attribute__((noinline)) ag_status malloc_miss(ag_memalloc *a, uint32_t 
     ag_astream *as = &a->st[stream];
     bool polled = false, reclaimed = false, looked = true; /* by ag_multi_malloc */
 again:;
-    uint32_t pool = r <= a->cfg.small_size ? AG_POOL_SMALL : AG_POOL_LARGE;
+    uint32_t pool = ag_pool_of(a, r);
     ag_span *span = NULL;
     ag_block *lent = NULL;
     uint32_t owner = stream; /* the pool the span comes from */
@@ -147,7 +147,7 @@ ag_status ag_multi_malloc(ag_memalloc *a, uint32_t stream, uint64_t size, ag_blo
     ag_block *b = ag_recent_take(a, stream, r);
     if (!b) {
         /* the stream's own pool, as malloc_miss looks first */
-        uint32_t pool = r <= a->cfg.small_size ? AG_POOL_SMALL : AG_POOL_LARGE;
+        uint32_t pool = ag_pool_of(a, r);
         ag_heap *h = &a->st[stream].pool[pool];
         AG_TRY(ag_heap_reserve(h));
         AG_TRY(ag_block_get(a, &b));

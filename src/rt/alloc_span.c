@@ -331,12 +331,9 @@ ag_status ag_heap_prepare(ag_heap *h)
 static ag_status grow_span(ag_heap *h, uint64_t size, ag_span **out)
 {
     ag_assert(size > 0 && size % h->quantum == 0);
-    AG_TRY(ag_heap_reserve(h));
+    AG_TRY(ag_heap_prepare(h));
     ag_region *r = h->spare_regions;
-    if (r)
-        h->spare_regions = r->next;
-    else if (!(r = ag_alloc(h->ctx, sizeof *r)))
-        return AG_OOM(h->ctx);
+    h->spare_regions = r->next;
     memset(r, 0, sizeof *r);
     uint64_t got = size;
     ag_status st = h->grow(h->ud, size, &r->addr, &r->cookie, &got);
