@@ -531,6 +531,12 @@ static ag_status build_loop_cond(imp *im, ag_node_id wh)
     return ag_vec_push(im->ctx, &im->decls, sizeof sd, &sd) == AG_OK ? AG_OK : AG_OOM(im->ctx);
 }
 
+/* Whether dom (NULL, "" or "ai.onnx") names the default ONNX domain. */
+static bool onnx_domain(const char *dom)
+{
+    return !dom || !*dom || strcmp(dom, "ai.onnx") == 0;
+}
+
 /* Default-domain ops whose output is a sequence or an optional: the IR has
  * tensors only, and passing such values off as tensors would mislead every
  * memory decision made on them. */
@@ -538,8 +544,7 @@ static const char *non_tensor_output(const Onnx__NodeProto *np)
 {
     static const char *const seq_ops[] = {"SequenceConstruct", "SequenceEmpty", "SequenceInsert",
                                           "SequenceErase", "SplitToSequence", "SequenceMap"};
-    const char *dom = np->domain ? np->domain : "";
-    if (*dom && strcmp(dom, "ai.onnx") != 0)
+    if (!onnx_domain(np->domain))
         return NULL;
     for (size_t k = 0; k < sizeof seq_ops / sizeof seq_ops[0]; k++)
         if (strcmp(np->op_type, seq_ops[k]) == 0)
@@ -561,15 +566,12 @@ static bool reserved_type(const Onnx__NodeProto *np)
     for (size_t k = 0; k < sizeof always / sizeof always[0]; k++)
         if (strcmp(np->op_type, always[k]) == 0)
             return true;
-    const char *dom = np->domain ? np->domain : "";
-    bool onnx = !*dom || strcmp(dom, "ai.onnx") == 0;
-    return !onnx && (strcmp(np->op_type, "If") == 0 || strcmp(np->op_type, "Scan") == 0);
+    return !onnx_domain(np->domain) && (strcmp(np->op_type, "If") == 0 || strcmp(np->op_type, "Scan") == 0);
 }
 
 static node_kind kind_of(const Onnx__NodeProto *np)
 {
-    const char *dom = np->domain ? np->domain : "";
-    if (*dom && strcmp(dom, "ai.onnx") != 0)
+    if (!onnx_domain(np->domain))
         return K_OTHER;
     if (strcmp(np->op_type, "Constant") == 0)
         return K_CONST;
@@ -650,9 +652,8 @@ static ag_status create_node(imp *im, scope *sc, const Onnx__NodeProto *np, size
         return AG_OOM(im->ctx);
     AG_TRY(add_node(im, sc->sub, type, np->name, base, nin, nout, out));
     ag_node_id n = *out;
-    const char *dom = np->domain ? np->domain : "";
-    if (*dom && strcmp(dom, "ai.onnx") != 0)
-        AG_TRY(ag_node_set_domain(g, n, dom));
+    if (!onnx_domain(np->domain))
+        AG_TRY(ag_node_set_domain(g, n, np->domain));
     for (size_t j = 0; j < np->n_output; j++) {
         const char *oname = np->output[j];
         if (!oname || !*oname)
@@ -1229,7 +1230,7 @@ static int64_t default_opset(const Onnx__ModelProto *m)
 {
     for (size_t k = 0; k < m->n_opset_import; k++) {
         const Onnx__OperatorSetIdProto *os = m->opset_import[k];
-        if (os && (!os->domain || !*os->domain || strcmp(os->domain, "ai.onnx") == 0))
+        if (os && onnx_domain(os->domain))
             return os->has_version ? os->version : 0;
     }
     return 0;
