@@ -341,6 +341,7 @@ struct ag_memalloc {
     uint32_t grow_stream; /* the stream whose pool is growing (region moves) */
     ag_heap *grow_heap;
     bool steal_tried; /* the growing pool found no region to move: L1 need not look again */
+    bool recent_kept; /* the last resource clean left the front caches as they were */
     bool no_stream_query; /* the device predates ag_dev_stream_query */
     bool stream_query_ok; /* ... and it answered once: it does not */
     ag_hb_mark_fn hb_mark;

@@ -69,6 +69,17 @@ again:;
         span = ag_heap_take(&as->pool[pool], r);
     }
     looked = false;
+    if (!span && a->recent_kept) {
+        /* The first miss since the resource clean: the front caches give
+         * their blocks back to the pools, where they merge, so that a
+         * region one of them kept shows wholly free again (to this
+         * stream's next look, or to a move between pools). */
+        ag_block_put(a, b);
+        a->recent_kept = false;
+        for (uint32_t k = 0; k < a->n; k++)
+            ag_recent_flush(a, k);
+        goto again;
+    }
     if (!span && a->cfg.borrow && as->borrow.count)
         lent = ag_borrow_take(a, &as->borrow, r, 2u * r);
     if (!span && !lent && (a->npend || a->nlazy) && !polled) {
@@ -605,8 +616,10 @@ ag_status ag_multi_clean(ag_memalloc *a)
         return AG_ERR(a->ctx, st, "resource clean: synchronising the device: %s", a->devmsg);
     }
     a->s.syncs++;
+    /* The front caches stay: the next execution's first requests find
+     * their blocks whole; a pool miss gives them back (malloc_miss). */
+    a->recent_kept = true;
     for (uint32_t s = 0; s < a->n; s++) {
-        ag_recent_flush(a, s);
         ag_hb_join(a, UINT32_MAX, a->st[s].clean_mark);
         ag_epoch_done(a, s);
     }

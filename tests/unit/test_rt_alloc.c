@@ -1116,6 +1116,64 @@ static void test_l1_tail(void **state)
     fix_close(&f);
 }
 
+/* The resource clean leaves the front caches as they are: the next
+ * execution's first request of a size finds its block whole.  A stream's
+ * first pool miss gives its own front cache back to its pool; before a
+ * region moves or L1 grows, the other streams' front caches go back too,
+ * so that a region they kept shows wholly free and moves instead of the
+ * device growing. */
+static void test_clean_keeps_front(void **state)
+{
+    (void)state;
+    fix f;
+    fix_open(&f, 2, AG_ALLOC_MULTI, 0);
+    ag_block *a0 = xmalloc(&f, 0, 4096); /* a 512 KiB segment, a 256 KiB region for stream 0 */
+    ag_block *c = xmalloc(&f, 1, 256u << 10); /* the rest of the segment, stream 1's region */
+    assert_int_equal(ag_heap_cached(&f.a->l1), 0);
+    void *p = ag_block_ptr(a0);
+    assert_int_equal(ag_alloc_free(f.a, a0, 0), AG_OK);
+    assert_int_equal(f.a->st[0].nrecent, 1);
+    assert_int_equal(ag_alloc_sync(f.a, AG_SYNC_LAST), AG_OK);
+    assert_int_equal(ag_alloc_sync(f.a, AG_SYNC_CLEAN), AG_OK);
+    assert_int_equal(f.a->st[0].nrecent, 1); /* kept across the clean */
+    a0 = xmalloc(&f, 0, 4096);
+    assert_ptr_equal(ag_block_ptr(a0), p);
+    assert_int_equal(f.a->st[0].nrecent, 0); /* served from it */
+    /* a miss on stream 0 gives its front cache back first */
+    ag_block *a1 = xmalloc(&f, 0, 8192);
+    assert_int_equal(ag_alloc_free(f.a, a1, 0), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, a0, 0), AG_OK);
+    assert_int_equal(ag_alloc_sync(f.a, AG_SYNC_LAST), AG_OK);
+    assert_int_equal(ag_alloc_sync(f.a, AG_SYNC_CLEAN), AG_OK);
+    assert_int_equal(f.a->st[0].nrecent, 2);
+    a1 = xmalloc(&f, 0, 1024); /* the pool serves it: the front cache stays */
+    assert_int_equal(f.a->st[0].nrecent, 2);
+    assert_int_equal(ag_alloc_free(f.a, a1, 0), AG_OK);
+    a1 = xmalloc(&f, 0, 250u << 10); /* a miss: the region merges whole and serves it */
+    assert_int_equal(f.a->st[0].nrecent, 0);
+    assert_ptr_equal(ag_block_ptr(a1), p);
+    assert_int_equal(stats(f.a).device_allocs, 1);
+    assert_int_equal(ag_alloc_free(f.a, a1, 0), AG_OK); /* too large for the front cache */
+    assert_int_equal(f.a->st[0].nrecent, 0);
+    a0 = xmalloc(&f, 0, 4096);
+    assert_int_equal(ag_alloc_free(f.a, a0, 0), AG_OK);
+    assert_int_equal(ag_alloc_sync(f.a, AG_SYNC_LAST), AG_OK);
+    assert_int_equal(ag_alloc_sync(f.a, AG_SYNC_CLEAN), AG_OK);
+    assert_int_equal(f.a->st[0].nrecent, 1);
+    /* stream 1's region is full: its miss moves stream 0's region, whose
+     * one block the front cache kept, rather than growing the device */
+    ag_block *d = xmalloc(&f, 1, 8192);
+    ag_alloc_stats s = stats(f.a);
+    assert_int_equal(f.a->st[0].nrecent, 0);
+    assert_int_equal(s.device_allocs, 1);
+    assert_int_equal(s.regions_moved, 1);
+    assert_ptr_equal(ag_block_ptr(d), p);
+    assert_int_equal(ag_alloc_free(f.a, d, 1), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, c, 1), AG_OK);
+    assert_true(heaps_ok(f.a));
+    fix_close(&f);
+}
+
 /* Between two executions the pools keep their regions: after the clean
  * they are idle, and another stream takes one whole with no event and no
  * device call.  With a cache limit they go to L1, which gives the excess
@@ -1862,6 +1920,7 @@ int main(void)
         cmocka_unit_test(test_l1_tail),
         cmocka_unit_test(test_l1_prepared),
         cmocka_unit_test(test_clean_keeps_regions),
+        cmocka_unit_test(test_clean_keeps_front),
         cmocka_unit_test(test_l1_keeps_large),
         cmocka_unit_test(test_alone_bound),
         cmocka_unit_test(test_alone_round),
