@@ -15,13 +15,16 @@ typedef struct trace_op {
     uint8_t kind;
     uint32_t id; /* alloc/use/free: index of the ID */
     uint32_t s1, s2;
+    uint32_t line; /* in the trace's text, for the replay's errors */
     uint64_t size;
 } trace_op;
 
 struct ag_alloc_trace {
     ag_ctx *ctx;
-    ag_arena arena; /* ID strings */
+    ag_arena arena; /* ID strings and the trace's name */
     ag_vec ops;     /* trace_op */
+    ag_vec ids;     /* const char *: each ID's text, by index */
+    const char *name;
     uint32_t nids, nstreams;
 };
 
@@ -41,6 +44,7 @@ void ag_alloc_trace_destroy(ag_alloc_trace *t)
     if (!t)
         return;
     ag_vec_free(t->ctx, &t->ops, sizeof(trace_op));
+    ag_vec_free(t->ctx, &t->ids, sizeof(const char *));
     ag_arena_reset(&t->arena);
     ag_free(t->ctx, t, sizeof *t);
 }
@@ -137,6 +141,7 @@ static ag_status get_id(parser *ps, const char **p, const char *end, bool create
     if (!create)
         return AG_ERR(ps->t->ctx, AG_EPARSE, "%s:%u: block '%s' was never allocated", ps->name, ps->line, key);
     AG_TRY(ag_strmap_put(ps->t->ctx, &ps->ids, key, ps->t->nids) == AG_OK ? AG_OK : AG_OOM(ps->t->ctx));
+    AG_TRY(ag_vec_push(ps->t->ctx, &ps->t->ids, sizeof key, &key) == AG_OK ? AG_OK : AG_OOM(ps->t->ctx));
     *out = ps->t->nids++;
     return AG_OK;
 }
@@ -147,7 +152,7 @@ static ag_status parse_line(parser *ps, const char *p, const char *end)
     const char *w = word(&p, end, &len);
     if (!w)
         return AG_OK;
-    trace_op op = {0};
+    trace_op op = {.line = ps->line};
 #define IS(lit) (len == sizeof(lit) - 1u && memcmp(w, lit, len) == 0)
     if (IS("streams")) {
         uint64_t v;
@@ -164,7 +169,7 @@ static ag_status parse_line(parser *ps, const char *p, const char *end)
         AG_TRY(get_id(ps, &p, end, true, &op.id));
         const char *n = word(&p, end, &len);
         if (!n || !parse_u64(n, len, &op.size) || op.size == 0)
-            return perr(ps, "'alloc' needs a size in bytes above 0");
+            return perr(ps, "'alloc' needs a size in bytes, a whole number from 1 to 18446744073709551615");
         AG_TRY(get_stream(ps, &p, end, &op.s1));
     } else if (IS("use") || IS("free")) {
         op.kind = IS("use") ? AG_TOP_USE : AG_TOP_FREE;
@@ -203,6 +208,11 @@ ag_status ag_alloc_trace_parse(ag_ctx *ctx, const char *name, const char *text, 
         return AG_OOM(ctx);
     t->ctx = ctx;
     ag_arena_init(&t->arena, ctx);
+    t->name = ag_arena_strndup(&t->arena, name, strlen(name));
+    if (!t->name) {
+        ag_alloc_trace_destroy(t);
+        return AG_OOM(ctx);
+    }
     parser ps = {.t = t, .name = name};
     ag_strmap_init(&ps.ids);
     ag_status st = AG_OK;
@@ -351,16 +361,34 @@ static ag_status retire(replay *r, uint32_t id)
     return AG_OK;
 }
 
-static ag_status run_op(replay *r, const trace_op *op, uint64_t opno)
+/* The ID of a trace's block, for errors. */
+static const char *id_name(const ag_alloc_trace *t, uint32_t id)
+{
+    return ((const char *const *)t->ids.data)[id];
+}
+
+/* A failure of the allocator at op: its message, with the place in the
+ * trace in front. */
+static ag_status at_op(replay *r, const trace_op *op, ag_status st)
+{
+    char msg[512];
+    const char *m = ag_ctx_last_status(r->ctx) == st ? ag_ctx_errmsg(r->ctx) : NULL;
+    snprintf(msg, sizeof msg, "%s", m && *m ? m : ag_status_str(st));
+    return AG_ERR(r->ctx, st, "%s:%u: %s", r->t->name, op->line, msg);
+}
+
+static ag_status run_op(replay *r, const trace_op *op)
 {
     ag_ctx *ctx = r->ctx;
     size_t n = r->n;
+    ag_status st;
     switch (op->kind) {
     case AG_TOP_ALLOC:
         if (r->blk[op->id])
-            return AG_ERR(ctx, AG_EINVAL, "trace operation %llu: block allocated again before its last free",
-                          (unsigned long long)opno);
-        AG_TRY(ag_alloc_malloc(r->a, op->s1, op->size, &r->blk[op->id]));
+            return AG_ERR(ctx, AG_EINVAL, "%s:%u: block '%s' allocated again before its last free", r->t->name,
+                          op->line, id_name(r->t, op->id));
+        if ((st = ag_alloc_malloc(r->a, op->s1, op->size, &r->blk[op->id])) != AG_OK)
+            return at_op(r, op, st);
         r->live++;
         ag_timed_kernel(r->timed, r->streams[op->s1]); /* the producer */
         r->users[op->id] = 1;
@@ -376,14 +404,16 @@ static ag_status run_op(replay *r, const trace_op *op, uint64_t opno)
     case AG_TOP_FREE: {
         ag_block *b = r->blk[op->id];
         if (!b)
-            return AG_ERR(ctx, AG_EINVAL, "trace operation %llu: block not live", (unsigned long long)opno);
+            return AG_ERR(ctx, AG_EINVAL, "%s:%u: block '%s' is not live: every stream that used it has freed it",
+                          r->t->name, op->line, id_name(r->t, op->id));
         if (r->check) {
             r->pos[op->s1]++;
             r->clock[op->s1 * n + op->s1] = r->pos[op->s1];
             r->lastuse[op->id * n + op->s1] = r->pos[op->s1];
         }
         if (op->kind == AG_TOP_USE) {
-            AG_TRY(ag_alloc_access(r->a, b, op->s1));
+            if ((st = ag_alloc_access(r->a, b, op->s1)) != AG_OK)
+                return at_op(r, op, st);
             ag_timed_kernel(r->timed, r->streams[op->s1]); /* a consumer */
             r->users[op->id]++;
             return AG_OK;
@@ -392,11 +422,11 @@ static ag_status run_op(replay *r, const trace_op *op, uint64_t opno)
         bool last = r->users[op->id] == 1;
         if (r->check && last)
             AG_TRY(retire(r, op->id));
-        ag_status st = ag_alloc_free(r->a, b, op->s1);
+        st = ag_alloc_free(r->a, b, op->s1);
         if (st != AG_OK) {
             if (r->check && last)
                 ag_free(ctx, r->ret[--r->nret].last, n * sizeof(uint64_t));
-            return st;
+            return at_op(r, op, st);
         }
         if (--r->users[op->id] == 0) {
             r->blk[op->id] = NULL;
@@ -405,14 +435,16 @@ static ag_status run_op(replay *r, const trace_op *op, uint64_t opno)
         return AG_OK;
     }
     case AG_TOP_RECORD:
-        AG_TRY(ag_alloc_send(r->a, op->s1, op->s2));
+        if ((st = ag_alloc_send(r->a, op->s1, op->s2)) != AG_OK)
+            return at_op(r, op, st);
         if (r->check) {
             r->clock[op->s1 * n + op->s1] = r->pos[op->s1];
             memcpy(r->evclock + (op->s1 * n + op->s2) * n, r->clock + op->s1 * n, n * sizeof(uint64_t));
         }
         return AG_OK;
     case AG_TOP_WAIT:
-        AG_TRY(ag_alloc_wait(r->a, op->s1, op->s2));
+        if ((st = ag_alloc_wait(r->a, op->s1, op->s2)) != AG_OK)
+            return at_op(r, op, st);
         if (r->check) {
             const uint64_t *ev = r->evclock + (op->s2 * n + op->s1) * n;
             uint64_t *c = r->clock + op->s1 * n;
@@ -422,13 +454,13 @@ static ag_status run_op(replay *r, const trace_op *op, uint64_t opno)
         }
         return AG_OK;
     case AG_TOP_SYNC:
-        AG_TRY(ag_alloc_sync(r->a, AG_SYNC_LAST));
-        AG_TRY(ag_alloc_sync(r->a, AG_SYNC_CLEAN));
+        if ((st = ag_alloc_sync(r->a, AG_SYNC_LAST)) != AG_OK || (st = ag_alloc_sync(r->a, AG_SYNC_CLEAN)) != AG_OK)
+            return at_op(r, op, st);
         if (r->check)
             know_all(r);
         return AG_OK;
     }
-    return AG_ERR(ctx, AG_EINTERNAL, "trace operation %llu: unknown kind", (unsigned long long)opno);
+    return AG_ERR(ctx, AG_EINTERNAL, "%s:%u: unknown operation kind %u", r->t->name, op->line, op->kind);
 }
 
 static void replay_free(replay *r, ag_device *tdev, ag_dev_stream **streams)
@@ -521,14 +553,15 @@ ag_status ag_alloc_replay(ag_ctx *ctx, ag_device *dev, const ag_alloc_trace *t, 
         for (uint32_t k = 0; run > 0 && r.live && k < t->ops.len; k++)
             if (ops[k].kind == AG_TOP_ALLOC && r.blk[ops[k].id]) {
                 st = AG_ERR(ctx, AG_EINVAL,
-                            "replay: %u runs: the block of trace operation %u is still live at the end of the trace",
-                            runs, k + 1u);
+                            "%s:%u: block '%s' is still live at the end of the trace, which %u runs replay "
+                            "again: every block must be freed",
+                            t->name, ops[k].line, id_name(t, ops[k].id), runs);
                 break;
             }
         for (uint32_t k = 0; k < t->ops.len && st == AG_OK; k++) {
             ag_timed_tick(r.timed);
             double a0 = now_s();
-            st = run_op(&r, &ops[k], (uint64_t)k + 1u);
+            st = run_op(&r, &ops[k]);
             double a1 = now_s();
             out.count[ops[k].kind]++;
             out.seconds[ops[k].kind] += a1 - a0;

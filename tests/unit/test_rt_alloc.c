@@ -1676,7 +1676,7 @@ static void test_oom_reclaim(void **state)
             ag_status st = replay_in(ctx, dev, t, (ag_alloc_mode)mode, 8, &r);
             if (k == 1 && mode == AG_ALLOC_BASELINE) {
                 assert_int_equal(st, AG_ENOMEM);
-                assert_errmsg(ctx, "stream 1: cannot allocate 2097152 bytes of hbm memory");
+                assert_errmsg(ctx, "t:5: stream 1: cannot allocate 2097152 bytes of hbm memory");
                 continue;
             }
             assert_int_equal(st, AG_OK);
