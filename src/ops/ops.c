@@ -471,7 +471,8 @@ static ag_status add_type(parser *p, tok t)
             for (uint32_t k = 0; k < r.domain.n; k++)
                 if (!is_domain_char(r.domain.s[k]))
                     return perr(p, t.line, r.domain.col + k, "invalid character in domain");
-    } else if (p->has_dir_domain) {
+    } else if (p->has_dir_domain && !(r.name.n == 1 && t.s[0] == '*')) {
+        /* (the default entry has no domain: a %domain in force leaves it) */
         r.domain = p->dir_domain;
         r.has_domain = true;
     }

@@ -17,6 +17,16 @@ static ag_ops *make_ops(ag_ctx *ctx)
     return ops;
 }
 
+static char *dump_str(ag_ctx *ctx, const ag_ops *ops)
+{
+    ag_membuf mb;
+    ag_membuf_init(&mb, ctx);
+    assert_int_equal(ag_ops_dump(ops, ag_sink_membuf(&mb)), AG_OK);
+    char *s = strdup(mb.data ? mb.data : "");
+    ag_membuf_free(&mb);
+    return s;
+}
+
 static const ag_op_info *must(const ag_ops *ops, const char *type, const char *domain)
 {
     const ag_op_info *info = ag_ops_lookup(ops, type, domain);
@@ -420,9 +430,19 @@ static void test_user_file(void **state)
     /* Identity and HcomBroadcast were overridden, not added. */
     assert_int_equal(ag_ops_count(ops), before + 7);
 
-    /* The default entry can be made conservative. */
-    assert_int_equal(load_str(ops, "* : kind=unknown side-effects in*=scope-writeable\n"), AG_OK);
+    /* The default entry can be made conservative, also with a %domain in
+     * force, which it ignores: it stays the default entry, with no domain,
+     * and the dump of the registry loads again. */
+    assert_int_equal(load_str(ops, "%domain com.acme\n* : kind=unknown side-effects in*=scope-writeable\n"), AG_OK);
     assert_int_equal(ag_op_info_input_access(ag_ops_default(ops), 3), AG_ACC_SCOPE_WRITEABLE);
+    assert_null(ag_op_info_domain(ag_ops_default(ops)));
+    assert_int_equal(ag_ops_count(ops), before + 7);
+    char *dump = dump_str(ctx, ops);
+    assert_null(strstr(dump, "*@"));
+    ag_ops *again = make_ops(ctx);
+    assert_int_equal(load_str(again, dump), AG_OK);
+    ag_ops_destroy(again);
+    free(dump);
     ag_ops_destroy(ops);
     ag_ctx_destroy(ctx);
 }
@@ -518,16 +538,6 @@ static void test_errors(void **state)
 }
 
 /* ---- dump ---- */
-
-static char *dump_str(ag_ctx *ctx, const ag_ops *ops)
-{
-    ag_membuf mb;
-    ag_membuf_init(&mb, ctx);
-    assert_int_equal(ag_ops_dump(ops, ag_sink_membuf(&mb)), AG_OK);
-    char *s = strdup(mb.data ? mb.data : "");
-    ag_membuf_free(&mb);
-    return s;
-}
 
 static void test_dump_round_trip(void **state)
 {
