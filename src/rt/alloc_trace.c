@@ -208,12 +208,12 @@ ag_status ag_alloc_trace_parse(ag_ctx *ctx, const char *name, const char *text, 
         return AG_OOM(ctx);
     t->ctx = ctx;
     ag_arena_init(&t->arena, ctx);
-    t->name = ag_arena_strndup(&t->arena, name, strlen(name));
+    t->name = ag_arena_strdup(&t->arena, name);
     if (!t->name) {
         ag_alloc_trace_destroy(t);
         return AG_OOM(ctx);
     }
-    parser ps = {.t = t, .name = name};
+    parser ps = {.t = t, .name = t->name};
     ag_strmap_init(&ps.ids);
     ag_status st = AG_OK;
     const char *p = text, *end = text + len;
@@ -367,8 +367,8 @@ static const char *id_name(const ag_alloc_trace *t, uint32_t id)
     return ((const char *const *)t->ids.data)[id];
 }
 
-/* A failure of the allocator at op: its message, with the place in the
- * trace in front. */
+/* A failure at op (the replay's own checks or the allocator's): its
+ * message, with the place in the trace in front. */
 static ag_status at_op(replay *r, const trace_op *op, ag_status st)
 {
     char msg[512];
@@ -381,14 +381,11 @@ static ag_status run_op(replay *r, const trace_op *op)
 {
     ag_ctx *ctx = r->ctx;
     size_t n = r->n;
-    ag_status st;
     switch (op->kind) {
     case AG_TOP_ALLOC:
         if (r->blk[op->id])
-            return AG_ERR(ctx, AG_EINVAL, "%s:%u: block '%s' allocated again before its last free", r->t->name,
-                          op->line, id_name(r->t, op->id));
-        if ((st = ag_alloc_malloc(r->a, op->s1, op->size, &r->blk[op->id])) != AG_OK)
-            return at_op(r, op, st);
+            return AG_ERR(ctx, AG_EINVAL, "block '%s' allocated again before its last free", id_name(r->t, op->id));
+        AG_TRY(ag_alloc_malloc(r->a, op->s1, op->size, &r->blk[op->id]));
         r->live++;
         ag_timed_kernel(r->timed, r->streams[op->s1]); /* the producer */
         r->users[op->id] = 1;
@@ -404,16 +401,15 @@ static ag_status run_op(replay *r, const trace_op *op)
     case AG_TOP_FREE: {
         ag_block *b = r->blk[op->id];
         if (!b)
-            return AG_ERR(ctx, AG_EINVAL, "%s:%u: block '%s' is not live: every stream that used it has freed it",
-                          r->t->name, op->line, id_name(r->t, op->id));
+            return AG_ERR(ctx, AG_EINVAL, "block '%s' is not live: every stream that used it has freed it",
+                          id_name(r->t, op->id));
         if (r->check) {
             r->pos[op->s1]++;
             r->clock[op->s1 * n + op->s1] = r->pos[op->s1];
             r->lastuse[op->id * n + op->s1] = r->pos[op->s1];
         }
         if (op->kind == AG_TOP_USE) {
-            if ((st = ag_alloc_access(r->a, b, op->s1)) != AG_OK)
-                return at_op(r, op, st);
+            AG_TRY(ag_alloc_access(r->a, b, op->s1));
             ag_timed_kernel(r->timed, r->streams[op->s1]); /* a consumer */
             r->users[op->id]++;
             return AG_OK;
@@ -422,11 +418,11 @@ static ag_status run_op(replay *r, const trace_op *op)
         bool last = r->users[op->id] == 1;
         if (r->check && last)
             AG_TRY(retire(r, op->id));
-        st = ag_alloc_free(r->a, b, op->s1);
+        ag_status st = ag_alloc_free(r->a, b, op->s1);
         if (st != AG_OK) {
             if (r->check && last)
                 ag_free(ctx, r->ret[--r->nret].last, n * sizeof(uint64_t));
-            return at_op(r, op, st);
+            return st;
         }
         if (--r->users[op->id] == 0) {
             r->blk[op->id] = NULL;
@@ -435,16 +431,14 @@ static ag_status run_op(replay *r, const trace_op *op)
         return AG_OK;
     }
     case AG_TOP_RECORD:
-        if ((st = ag_alloc_send(r->a, op->s1, op->s2)) != AG_OK)
-            return at_op(r, op, st);
+        AG_TRY(ag_alloc_send(r->a, op->s1, op->s2));
         if (r->check) {
             r->clock[op->s1 * n + op->s1] = r->pos[op->s1];
             memcpy(r->evclock + (op->s1 * n + op->s2) * n, r->clock + op->s1 * n, n * sizeof(uint64_t));
         }
         return AG_OK;
     case AG_TOP_WAIT:
-        if ((st = ag_alloc_wait(r->a, op->s1, op->s2)) != AG_OK)
-            return at_op(r, op, st);
+        AG_TRY(ag_alloc_wait(r->a, op->s1, op->s2));
         if (r->check) {
             const uint64_t *ev = r->evclock + (op->s2 * n + op->s1) * n;
             uint64_t *c = r->clock + op->s1 * n;
@@ -454,13 +448,13 @@ static ag_status run_op(replay *r, const trace_op *op)
         }
         return AG_OK;
     case AG_TOP_SYNC:
-        if ((st = ag_alloc_sync(r->a, AG_SYNC_LAST)) != AG_OK || (st = ag_alloc_sync(r->a, AG_SYNC_CLEAN)) != AG_OK)
-            return at_op(r, op, st);
+        AG_TRY(ag_alloc_sync(r->a, AG_SYNC_LAST));
+        AG_TRY(ag_alloc_sync(r->a, AG_SYNC_CLEAN));
         if (r->check)
             know_all(r);
         return AG_OK;
     }
-    return AG_ERR(ctx, AG_EINTERNAL, "%s:%u: unknown operation kind %u", r->t->name, op->line, op->kind);
+    return AG_ERR(ctx, AG_EINTERNAL, "unknown operation kind %u", op->kind);
 }
 
 static void replay_free(replay *r, ag_device *tdev, ag_dev_stream **streams)
@@ -563,6 +557,8 @@ ag_status ag_alloc_replay(ag_ctx *ctx, ag_device *dev, const ag_alloc_trace *t, 
             double a0 = now_s();
             st = run_op(&r, &ops[k]);
             double a1 = now_s();
+            if (st != AG_OK)
+                st = at_op(&r, &ops[k], st);
             out.count[ops[k].kind]++;
             out.seconds[ops[k].kind] += a1 - a0;
             if (st == AG_OK && r.hook_oom)
