@@ -1117,11 +1117,11 @@ static void test_l1_tail(void **state)
 }
 
 /* The resource clean leaves the front caches as they are: the next
- * execution's first request of a size finds its block whole.  A stream's
- * first pool miss gives its own front cache back to its pool; before a
- * region moves or L1 grows, the other streams' front caches go back too,
- * so that a region they kept shows wholly free and moves instead of the
- * device growing. */
+ * execution's first request of a size finds its block whole.  The first
+ * pool miss of any stream after the clean gives every front cache back to
+ * its pool, so that a region one of them kept shows wholly free: to the
+ * missing stream's next look, or as a region another stream moves instead
+ * of the device growing. */
 static void test_clean_keeps_front(void **state)
 {
     (void)state;
@@ -1139,7 +1139,6 @@ static void test_clean_keeps_front(void **state)
     a0 = xmalloc(&f, 0, 4096);
     assert_ptr_equal(ag_block_ptr(a0), p);
     assert_int_equal(f.a->st[0].nrecent, 0); /* served from it */
-    /* a miss on stream 0 gives its front cache back first */
     ag_block *a1 = xmalloc(&f, 0, 8192);
     assert_int_equal(ag_alloc_free(f.a, a1, 0), AG_OK);
     assert_int_equal(ag_alloc_free(f.a, a0, 0), AG_OK);
