@@ -446,11 +446,10 @@ static ag_status add_type(parser *p, tok t)
     while (at < t.n && t.s[at] != '@')
         at++;
     r.name.n = at;
+    bool dflt = at == 1 && t.s[0] == '*'; /* the default entry */
     if (at > 255)
         return perr(p, t.line, t.col, "operator type longer than 255 bytes");
-    if (at == 1 && t.s[0] == '*') {
-        /* the default entry */
-    } else {
+    if (!dflt) {
         if (at == 0)
             return perr(p, t.line, t.col, "missing operator type before '@'");
         for (uint32_t k = 0; k < at; k++)
@@ -459,7 +458,7 @@ static ag_status add_type(parser *p, tok t)
                             (int)(at > 60 ? 60 : at), t.s);
     }
     if (at < t.n) {
-        if (r.name.n == 1 && t.s[0] == '*')
+        if (dflt)
             return perr(p, t.line, t.col + 1, "the default entry '*' cannot have a domain");
         r.domain = sub_tok(t, at + 1, t.n - at - 1);
         r.has_domain = true;
@@ -471,7 +470,7 @@ static ag_status add_type(parser *p, tok t)
             for (uint32_t k = 0; k < r.domain.n; k++)
                 if (!is_domain_char(r.domain.s[k]))
                     return perr(p, t.line, r.domain.col + k, "invalid character in domain");
-    } else if (p->has_dir_domain && !(r.name.n == 1 && t.s[0] == '*')) {
+    } else if (p->has_dir_domain && !dflt) {
         /* (the default entry has no domain: a %domain in force leaves it) */
         r.domain = p->dir_domain;
         r.has_domain = true;
