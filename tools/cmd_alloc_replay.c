@@ -45,6 +45,9 @@ void cmd_alloc_replay_help(FILE *f)
           "                   there at once; a smaller one waits for its notices\n"
           "                   until a pool miss (default 262144; 0: every block at\n"
           "                   once; 'never': every block waits)\n"
+          "  --front-blocks N both modes: each stream keeps the last N small blocks it\n"
+          "                   freed whole for requests of the same size (default 4;\n"
+          "                   0..8; 0: none)\n"
           "  --check          verify that no block is handed out again before every\n"
           "                   stream that used its memory is ordered before the new user\n"
           "  -h, --help       this help\n"
@@ -133,6 +136,7 @@ int cmd_alloc_replay(int argc, char **argv)
     cli_args a = {argc, argv, 1, "alloc-replay", false};
     const char *input = NULL, *val = NULL, *mode = "both";
     uint64_t capacity = 0, repeat = 1, runs = 1, ticks = 0, poll_every = UINT64_MAX, gather_min = 0;
+    uint64_t front_blocks = UINT64_MAX;
     uint64_t fallback_min = 0;
     bool gather_set = false, fallback_set = false;
     bool check = false, borrow = true, steal = true;
@@ -181,7 +185,8 @@ int cmd_alloc_replay(int argc, char **argv)
                     return CLI_EXIT_USAGE;
                 continue;
             }
-            if ((r = opt_u64_in(&a, "--poll-every", 0, UINT32_MAX, &poll_every)) != 0) {
+            if ((r = opt_u64_in(&a, "--poll-every", 0, UINT32_MAX, &poll_every)) != 0 ||
+                (r = opt_u64_in(&a, "--front-blocks", 0, AG_ALLOC_MAX_FRONT, &front_blocks)) != 0) {
                 if (r < 0)
                     return CLI_EXIT_USAGE;
                 continue;
@@ -250,6 +255,8 @@ int cmd_alloc_replay(int argc, char **argv)
         c.steal = steal;
         if (poll_every != UINT64_MAX)
             c.poll_every = (uint32_t)poll_every;
+        if (front_blocks != UINT64_MAX)
+            c.front_blocks = (uint32_t)front_blocks;
         if (gather_set)
             c.gather_min = gather_min;
         if (fallback_set)

@@ -27,6 +27,7 @@ typedef struct ag_block ag_block;
 /* Most logical streams one allocator serves (the occupancy bitmaps are sized
  * by the configured count, not by this limit). */
 #define AG_ALLOC_MAX_STREAMS 4096u
+#define AG_ALLOC_MAX_FRONT 8u /* most blocks a stream's front cache holds */
 
 typedef enum ag_alloc_mode {
     AG_ALLOC_MULTI = 0,   /* seed §4.2: occupancy bitmaps, versions, event notices, borrowing */
@@ -86,6 +87,11 @@ typedef struct ag_alloc_config {
                             * notices, and a pool miss records the events of those
                             * still waiting (256 KiB; 0: every block at once;
                             * UINT64_MAX: none) */
+    uint32_t front_blocks; /* the front cache: each stream keeps whole the last this
+                            * many blocks of at most page_size it recycled at birth,
+                            * for requests of the same rounded size; one more sends
+                            * the oldest back to its pool (0..AG_ALLOC_MAX_FRONT;
+                            * 0: none; 4) */
 } ag_alloc_config;
 
 void ag_alloc_config_default(ag_alloc_config *cfg);

@@ -31,6 +31,7 @@ void ag_alloc_config_default(ag_alloc_config *c)
     c->gather_min = 10u << 20;
     c->large_slack = 50;
     c->fallback_min = 256u << 10;
+    c->front_blocks = 4;
 }
 
 const char *ag_alloc_mode_name(ag_alloc_mode m)
@@ -69,6 +70,9 @@ static ag_status check_config(ag_ctx *ctx, const ag_alloc_config *c)
         c->alone_round % c->min_block)
         return AG_ERR(ctx, AG_EINVAL, "allocator config: region sizes must be multiples of min_block %llu",
                       (unsigned long long)c->min_block);
+    if (c->front_blocks > AG_ALLOC_MAX_FRONT)
+        return AG_ERR(ctx, AG_EINVAL, "allocator config: front_blocks %u is not in 0..%u", c->front_blocks,
+                      AG_ALLOC_MAX_FRONT);
     if (c->large_alone > c->large_region)
         return AG_ERR(ctx, AG_EINVAL, "allocator config: large_alone %llu exceeds large_region %llu",
                       (unsigned long long)c->large_alone, (unsigned long long)c->large_region);
@@ -151,6 +155,7 @@ ag_status ag_alloc_create(ag_ctx *ctx, ag_device *dev, ag_dev_stream *const *str
     a->cfg.size = sizeof a->cfg;
     a->n = cfg->nstreams;
     a->w = ag_mif_words(a->n);
+    a->front_size = cfg->front_blocks ? cfg->page_size : 0;
     atomic_init(&a->lock, 0u);
     ag_status st = ag_l1_init(a);
     a->streams = ag_calloc(ctx, a->n, sizeof *a->streams);

@@ -9,10 +9,7 @@ static void base_return(ag_memalloc *a, ag_block *b)
 {
     b->version++;
     a->s.birth_recycles++;
-    if (ag_recent_put(a, b))
-        return;
-    ag_heap_put(&a->st[b->birth].pool[b->pool], b->span);
-    ag_block_put(a, b);
+    ag_recent_put(a, b);
 }
 
 static void pend_pop(ag_memalloc *a, ag_astream *s)

@@ -194,6 +194,17 @@ ag_status ag_lrec_grow(ag_memalloc *a, uint32_t stream)
 
 /* ---- the front cache ---- */
 
+void ag_recent_evict(ag_memalloc *a, uint32_t stream)
+{
+    ag_astream *s = &a->st[stream];
+    ag_block *b = s->recent[0];
+    s->nrecent--;
+    memmove(&s->recent[0], &s->recent[1], s->nrecent * sizeof s->recent[0]);
+    s->recent_bytes -= b->size;
+    ag_heap_put(&s->pool[b->pool], b->span);
+    ag_block_put(a, b);
+}
+
 void ag_recent_flush(ag_memalloc *a, uint32_t stream)
 {
     ag_astream *s = &a->st[stream];

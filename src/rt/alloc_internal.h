@@ -291,8 +291,6 @@ typedef struct ag_lazy {
 typedef uint64_t (*ag_hb_mark_fn)(void *ud, uint32_t stream);
 typedef void (*ag_hb_join_fn)(void *ud, uint32_t stream, uint64_t mark);
 
-#define AG_RECENT 8u
-
 typedef struct ag_astream {
     /* what most operations touch first, together */
     ag_lrec *lrec;
@@ -313,7 +311,7 @@ typedef struct ag_astream {
     uint64_t clean_mark; /* ag_multi_clean: the checker's mark before the synchronise */
     uint32_t nrecent;
     uint64_t recent_bytes;
-    ag_block *recent[AG_RECENT]; /* blocks just recycled at birth, kept whole for the next request */
+    ag_block *recent[AG_ALLOC_MAX_FRONT]; /* blocks just recycled at birth, kept whole for the next request */
     ag_alloc_stream_stats st;
     ag_borrow borrow;
     ag_heap pool[2]; /* L2: small and large regions */
@@ -342,6 +340,7 @@ struct ag_memalloc {
     ag_heap *grow_heap;
     bool steal_tried; /* the growing pool found no region to move: L1 need not look again */
     bool recent_kept; /* the last resource clean left the front caches as they were */
+    uint64_t front_size; /* largest block a front cache keeps: page_size, 0 without front caches */
     bool no_stream_query; /* the device predates ag_dev_stream_query */
     bool stream_query_ok; /* ... and it answered once: it does not */
     ag_hb_mark_fn hb_mark;
@@ -458,10 +457,18 @@ static inline bool ag_lrec_live(ag_lrec *e)
 
 /* The front cache of a stream: a block recycled at birth keeps its span for
  * a request of the same rounded size, so the common pair costs no split and
- * no merge.  Flushed whenever memory has to move between layers. */
+ * no merge.  It holds the front_blocks blocks recycled last, oldest first: a
+ * block recycled into a full cache sends the oldest back to its pool (a
+ * graph's sizes change as it runs, and the blocks of sizes it has left
+ * behind would otherwise fill the cache for good).  Flushed whenever
+ * memory has to move between layers. */
 static inline ag_block *ag_recent_take(ag_memalloc *a, uint32_t stream, uint64_t size);
-static inline bool ag_recent_put(ag_memalloc *a, ag_block *b);
+/* b, recycled at birth: into the front cache, or (a large block) back to
+ * its pool with its object. */
+static inline void ag_recent_put(ag_memalloc *a, ag_block *b);
 void ag_recent_flush(ag_memalloc *a, uint32_t stream);
+/* The oldest block of stream's front cache back to its pool. */
+void ag_recent_evict(ag_memalloc *a, uint32_t stream);
 
 /* alloc_l1.c */
 ag_status ag_l1_init(ag_memalloc *a);
@@ -628,7 +635,8 @@ static inline ag_block *ag_recent_take(ag_memalloc *a, uint32_t stream, uint64_t
         ag_block *b = s->recent[k];
         if (b->size != size)
             continue;
-        s->recent[k] = s->recent[--s->nrecent];
+        s->nrecent--;
+        memmove(&s->recent[k], &s->recent[k + 1u], (s->nrecent - k) * sizeof s->recent[0]);
         s->recent_bytes -= b->size;
         b->state = AG_BLK_LIVE;
         b->users = 0;
@@ -638,13 +646,18 @@ static inline ag_block *ag_recent_take(ag_memalloc *a, uint32_t stream, uint64_t
     return NULL;
 }
 
-static inline bool ag_recent_put(ag_memalloc *a, ag_block *b)
+static inline void ag_recent_put(ag_memalloc *a, ag_block *b)
 {
-    ag_astream *s = &a->st[b->birth];
     /* Only small blocks: a large one kept here would keep its region from
      * going back to L1. */
-    if (s->nrecent == AG_RECENT || b->size > a->cfg.page_size)
-        return false;
+    if (b->size > a->front_size) {
+        ag_heap_put(&a->st[b->birth].pool[b->pool], b->span);
+        ag_block_put(a, b);
+        return;
+    }
+    ag_astream *s = &a->st[b->birth];
+    if (s->nrecent == a->cfg.front_blocks)
+        ag_recent_evict(a, b->birth);
     if (b->shared) {
         memset(b->mif, 0, (size_t)a->n * a->w * sizeof(uint64_t));
         memset(b->occ, 0, (size_t)a->n * sizeof(uint32_t));
@@ -653,7 +666,6 @@ static inline bool ag_recent_put(ag_memalloc *a, ag_block *b)
     b->state = AG_BLK_FREE;
     s->recent[s->nrecent++] = b;
     s->recent_bytes += b->size;
-    return true;
 }
 
 /* alloc_timed.c: the replay's timing model (docs/runtime.md "Trace

@@ -11,10 +11,7 @@ void ag_birth_recycle(ag_memalloc *a, ag_block *b)
     ag_lrec_forget(a, b);
     b->version++;
     a->s.birth_recycles++;
-    if (ag_recent_put(a, b))
-        return;
-    ag_heap_put(&a->st[b->birth].pool[b->pool], b->span);
-    ag_block_put(a, b);
+    ag_recent_put(a, b);
 }
 
 /* Parks b in stream's borrow allocator with a fresh MIF (seed: borrow

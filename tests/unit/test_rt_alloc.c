@@ -1173,6 +1173,74 @@ static void test_clean_keeps_front(void **state)
     fix_close(&f);
 }
 
+/* The front cache keeps the front_blocks blocks recycled last, oldest
+ * first: a block recycled into a full cache sends the oldest back to its
+ * pool, and a block taken from the middle leaves the others in their
+ * order.  Both modes share it; front_blocks 0 turns it off. */
+static void test_front_evicts_oldest(void **state)
+{
+    (void)state;
+    for (int mode = 0; mode < 2; mode++) {
+        for (uint32_t fb = 4; fb <= AG_ALLOC_MAX_FRONT; fb += AG_ALLOC_MAX_FRONT - 4u) {
+            ag_alloc_config c;
+            ag_alloc_config_default(&c);
+            assert_int_equal(c.front_blocks, 4);
+            c.front_blocks = fb;
+            fix f;
+            fix_open_cfg(&f, 1, mode ? AG_ALLOC_BASELINE : AG_ALLOC_MULTI, 0, &c);
+            uint32_t n = fb + 3u;
+            ag_block *b[AG_ALLOC_MAX_FRONT + 3u];
+            void *p[AG_ALLOC_MAX_FRONT + 3u];
+            for (uint32_t k = 0; k < n; k++) { /* sizes 1, 2, ... KiB */
+                b[k] = xmalloc(&f, 0, (k + 1u) << 10);
+                p[k] = ag_block_ptr(b[k]);
+            }
+            ag_astream *s = &f.a->st[0];
+            for (uint32_t k = 0; k < fb; k++)
+                assert_int_equal(ag_alloc_free(f.a, b[k], 0), AG_OK);
+            assert_int_equal(s->nrecent, fb);
+            /* full: the next one sends the oldest (1 KiB) back to the pool */
+            assert_int_equal(ag_alloc_free(f.a, b[fb], 0), AG_OK);
+            assert_int_equal(s->nrecent, fb);
+            assert_int_equal(s->recent[0]->size, 2u << 10);
+            assert_int_equal(s->recent[fb - 1u]->size, (fb + 1u) << 10);
+            /* the oldest left (2 KiB) is taken: the others keep their order */
+            b[1] = xmalloc(&f, 0, 2u << 10);
+            assert_ptr_equal(ag_block_ptr(b[1]), p[1]);
+            assert_int_equal(s->nrecent, fb - 1u);
+            assert_int_equal(s->recent[0]->size, 3u << 10);
+            /* two more: the first fills the cache, the second sends 3 KiB back */
+            assert_int_equal(ag_alloc_free(f.a, b[fb + 1u], 0), AG_OK);
+            assert_int_equal(ag_alloc_free(f.a, b[fb + 2u], 0), AG_OK);
+            assert_int_equal(s->nrecent, fb);
+            assert_int_equal(s->recent[0]->size, 4u << 10);
+            /* a size sent back comes from the pool, and the cache stays */
+            ag_block *x = xmalloc(&f, 0, 3u << 10);
+            assert_int_equal(s->nrecent, fb);
+            /* the newest is served from the cache, whole */
+            b[n - 1u] = xmalloc(&f, 0, (uint64_t)n << 10);
+            assert_ptr_equal(ag_block_ptr(b[n - 1u]), p[n - 1u]);
+            assert_int_equal(s->nrecent, fb - 1u);
+            assert_true(heaps_ok(f.a));
+            assert_int_equal(ag_alloc_free(f.a, x, 0), AG_OK);
+            assert_int_equal(ag_alloc_free(f.a, b[1], 0), AG_OK);
+            assert_int_equal(ag_alloc_free(f.a, b[n - 1u], 0), AG_OK);
+            fix_close(&f);
+        }
+        /* without front caches every block goes back to its pool */
+        ag_alloc_config c;
+        ag_alloc_config_default(&c);
+        c.front_blocks = 0;
+        fix f;
+        fix_open_cfg(&f, 1, mode ? AG_ALLOC_BASELINE : AG_ALLOC_MULTI, 0, &c);
+        ag_block *x = xmalloc(&f, 0, 4096);
+        assert_int_equal(ag_alloc_free(f.a, x, 0), AG_OK);
+        assert_int_equal(f.a->st[0].nrecent, 0);
+        assert_int_equal(stats(f.a).cached, stats(f.a).reserved);
+        fix_close(&f);
+    }
+}
+
 /* Between two executions the pools keep their regions: after the clean
  * they are idle, and another stream takes one whole with no event and no
  * device call.  With a cache limit they go to L1, which gives the excess
@@ -1537,6 +1605,11 @@ static void odd_alone_round(ag_alloc_config *c)
     c->alone_round = 1000;
 }
 
+static void many_front_blocks(ag_alloc_config *c)
+{
+    c->front_blocks = AG_ALLOC_MAX_FRONT + 1u;
+}
+
 static void test_config_errors(void **state)
 {
     (void)state;
@@ -1546,6 +1619,7 @@ static void test_config_errors(void **state)
     bad_config(&f, odd_min_block, "min_block 500");
     bad_config(&f, zero_alone_round, "alone_round");
     bad_config(&f, odd_alone_round, "multiples of min_block");
+    bad_config(&f, many_front_blocks, "front_blocks 9 is not in 0..8");
     ag_block *b = NULL;
     assert_int_equal(ag_alloc_malloc(f.a, 1, 64, &b), AG_EINVAL);
     assert_errmsg(f.ctx, "stream 1 out of range");
@@ -1920,6 +1994,7 @@ int main(void)
         cmocka_unit_test(test_l1_prepared),
         cmocka_unit_test(test_clean_keeps_regions),
         cmocka_unit_test(test_clean_keeps_front),
+        cmocka_unit_test(test_front_evicts_oldest),
         cmocka_unit_test(test_l1_keeps_large),
         cmocka_unit_test(test_alone_bound),
         cmocka_unit_test(test_alone_round),
