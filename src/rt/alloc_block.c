@@ -205,7 +205,7 @@ void ag_recent_evict(ag_memalloc *a, uint32_t stream)
     ag_block_put(a, b);
 }
 
-void ag_recent_flush(ag_memalloc *a, uint32_t stream)
+static void recent_flush(ag_memalloc *a, uint32_t stream)
 {
     ag_astream *s = &a->st[stream];
     while (s->nrecent) {
@@ -214,4 +214,10 @@ void ag_recent_flush(ag_memalloc *a, uint32_t stream)
         ag_block_put(a, b);
     }
     s->recent_bytes = 0;
+}
+
+void ag_recent_flush_all(ag_memalloc *a)
+{
+    for (uint32_t k = 0; k < a->n; k++)
+        recent_flush(a, k);
 }

@@ -466,7 +466,7 @@ static inline ag_block *ag_recent_take(ag_memalloc *a, uint32_t stream, uint64_t
 /* b, recycled at birth: into the front cache, or (a large block) back to
  * its pool with its object. */
 static inline void ag_recent_put(ag_memalloc *a, ag_block *b);
-void ag_recent_flush(ag_memalloc *a, uint32_t stream);
+void ag_recent_flush_all(ag_memalloc *a); /* every stream's, back to its pools */
 /* The oldest block of stream's front cache back to its pool. */
 void ag_recent_evict(ag_memalloc *a, uint32_t stream);
 

@@ -148,8 +148,7 @@ static bool l1_gather(ag_memalloc *a)
     uint8_t asked[AG_ALLOC_MAX_STREAMS];
     memset(asked, 0, a->n);
     bool moved = false;
-    for (uint32_t k = 0; k < a->n; k++)
-        ag_recent_flush(a, k);
+    ag_recent_flush_all(a);
     ag_wholeset *w = &a->pool_whole;
     for (uint32_t b = ag_binmap_next(w->binmap, 0); b < AG_NBINS; b = ag_binmap_next(w->binmap, b + 1u))
         for (ag_span *s = w->bins[b], *nx; s; s = nx) {
@@ -299,9 +298,9 @@ ag_status ag_pool_init(ag_memalloc *a, uint32_t stream)
 uint64_t ag_pools_release(ag_memalloc *a, bool sync)
 {
     uint64_t freed = 0;
+    ag_recent_flush_all(a);
     for (uint32_t k = 0; k < a->n; k++) {
         ag_astream *s = &a->st[k];
-        ag_recent_flush(a, k);
         if (!ag_heap_has_free_region(&s->pool[0]) && !ag_heap_has_free_region(&s->pool[1]))
             continue;
         if (sync) {

@@ -73,8 +73,7 @@ again:;
          * stream's next look, or to a move between pools). */
         ag_block_put(a, b);
         a->recent_kept = false;
-        for (uint32_t k = 0; k < a->n; k++)
-            ag_recent_flush(a, k);
+        ag_recent_flush_all(a);
         goto again;
     }
     if (!span && a->cfg.borrow && as->borrow.count)
