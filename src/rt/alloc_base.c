@@ -5,13 +5,6 @@
  * all those events are seen complete, polled at the next allocation. */
 #include "rt/alloc_internal.h"
 
-static void base_return(ag_memalloc *a, ag_block *b)
-{
-    b->version++;
-    a->s.birth_recycles++;
-    ag_recent_put(a, b);
-}
-
 static void pend_pop(ag_memalloc *a, ag_astream *s)
 {
     ag_bpend *p = &s->pend[s->pend_head++];
@@ -32,7 +25,7 @@ static void pend_pop(ag_memalloc *a, ag_astream *s)
         }
     } else if (--b->events == 0) {
         ag_stat_unpend(a, b);
-        base_return(a, b);
+        ag_block_home(a, b);
     }
     if (s->pend_head == s->npend)
         s->pend_head = s->npend = 0;
@@ -267,7 +260,7 @@ ag_status ag_base_free(ag_memalloc *a, ag_block *b, uint32_t stream)
         return AG_OK;
     if (!b->shared) {
         ag_stat_unused(a, b, false);
-        base_return(a, b);
+        ag_block_home(a, b);
         return AG_OK;
     }
     ag_stat_unused(a, b, true);

@@ -503,7 +503,11 @@ ag_status ag_multi_free(ag_memalloc *a, ag_block *b, uint32_t stream);
 ag_status ag_multi_send(ag_memalloc *a, uint32_t src, uint32_t dst);
 ag_status ag_multi_wait(ag_memalloc *a, uint32_t dst, uint32_t src);
 ag_status ag_multi_clean(ag_memalloc *a);
-void ag_birth_recycle(ag_memalloc *a, ag_block *b);
+/* b back to its birth stream as a new version: its front cache, or its
+ * pool.  The baseline's blocks have no local-recycle entries to forget
+ * (ag_block_home); the multi mode's may (ag_birth_recycle). */
+static inline void ag_block_home(ag_memalloc *a, ag_block *b);
+static inline void ag_birth_recycle(ag_memalloc *a, ag_block *b);
 
 /* Room for need more spare events (AG_ENOMEM, AG_EDEVICE). */
 ag_status ag_ev_grow(ag_memalloc *a, uint32_t stream, uint32_t need);
@@ -666,6 +670,19 @@ static inline void ag_recent_put(ag_memalloc *a, ag_block *b)
     b->state = AG_BLK_FREE;
     s->recent[s->nrecent++] = b;
     s->recent_bytes += b->size;
+}
+
+static inline void ag_block_home(ag_memalloc *a, ag_block *b)
+{
+    b->version++;
+    a->s.birth_recycles++;
+    ag_recent_put(a, b);
+}
+
+static inline void ag_birth_recycle(ag_memalloc *a, ag_block *b)
+{
+    ag_lrec_forget(a, b);
+    ag_block_home(a, b);
 }
 
 /* alloc_timed.c: the replay's timing model (docs/runtime.md "Trace

@@ -6,14 +6,6 @@
  * the waiting stream is enqueued after that wait, so the reuse is ordered. */
 #include "rt/alloc_internal.h"
 
-void ag_birth_recycle(ag_memalloc *a, ag_block *b)
-{
-    ag_lrec_forget(a, b);
-    b->version++;
-    a->s.birth_recycles++;
-    ag_recent_put(a, b);
-}
-
 /* Parks b in stream's borrow allocator with a fresh MIF (seed: borrow
  * recycle); it goes home with the next send from stream to its birth. */
 static void borrow_recycle(ag_memalloc *a, ag_block *b, uint32_t stream)

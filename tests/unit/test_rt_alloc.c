@@ -507,12 +507,18 @@ static void test_later_point_seen(void **state)
     assert_int_equal(s.event_polls, polls);
     assert_int_equal(s.polled_recycles, 1);
     assert_int_equal(f.a->npend, 1);
+    /* b's releases on both streams wait in their local-recycle lists */
+    assert_int_equal(f.a->st[0].nlive, 1);
+    assert_int_equal(f.a->st[1].nlive, 1);
     ag_block *x = xmalloc(&f, 0, 4096); /* the poll pops b's entry unasked */
     s = stats(f.a);
     assert_int_equal(s.event_polls, polls);
     assert_int_equal(s.polled_recycles, 2);
     assert_int_equal(s.pending, 0);
     assert_int_equal(f.a->npend, 0);
+    /* recycled by the poll: those entries are stale now */
+    assert_int_equal(f.a->st[0].nlive, 0);
+    assert_int_equal(f.a->st[1].nlive, 0);
     assert_int_equal(ag_alloc_free(f.a, x, 0), AG_OK);
     fix_close(&f);
 }
