@@ -340,6 +340,12 @@ struct ag_memalloc {
     ag_heap *grow_heap;
     bool steal_tried; /* the growing pool found no region to move: L1 need not look again */
     bool recent_kept; /* the last resource clean left the front caches as they were */
+    /* The local and borrow recycle counts (statistics, never reset) at the
+     * end of the last resource clean: while they stand, no local-recycle
+     * entry was appended and no block parked in a borrow allocator since,
+     * and the clean skips the lists and the borrow allocators, which it
+     * left empty. */
+    uint64_t clean_lrecs, clean_borrows;
     uint64_t front_size; /* largest block a front cache keeps: page_size, 0 without front caches */
     bool no_stream_query; /* the device predates ag_dev_stream_query */
     bool stream_query_ok; /* ... and it answered once: it does not */

@@ -616,7 +616,8 @@ ag_status ag_multi_clean(ag_memalloc *a)
         if (c->nnotes || c->home)
             chan_apply(a, c, c->dst);
     /* Local-recycle entries: the birth stream learns from every stream. */
-    for (uint32_t s = 0; s < a->n; s++) {
+    bool lrecs = a->s.local_recycles != a->clean_lrecs;
+    for (uint32_t s = 0; lrecs && s < a->n; s++) {
         ag_astream *as = &a->st[s];
         for (uint32_t k = 0; as->nlive && k < as->nlrec; k++) {
             if (!ag_lrec_live(&as->lrec[k]))
@@ -633,7 +634,7 @@ ag_status ag_multi_clean(ag_memalloc *a)
     }
     /* The lists start afresh: blocks still in use forget their entries
      * (uncounting them; entries no block counts are dropped with the list). */
-    for (uint32_t s = 0; s < a->n; s++) {
+    for (uint32_t s = 0; lrecs && s < a->n; s++) {
         ag_astream *as = &a->st[s];
         for (uint32_t k = 0; as->nlive && k < as->nlrec; k++)
             if (ag_lrec_live(&as->lrec[k]))
@@ -641,6 +642,7 @@ ag_status ag_multi_clean(ag_memalloc *a)
         as->nlive = 0;
         ag_lrec_reset(as);
     }
+    a->clean_lrecs = a->s.local_recycles;
     /* Deferred frees: every event has completed, every stream is idle. */
     AG_TRY(ag_base_poll(a, true));
     for (uint32_t k = 0; k < a->nlazy; k++)
@@ -648,7 +650,8 @@ ag_status ag_multi_clean(ag_memalloc *a)
             fallback_done(a, a->lazy[k].blk);
     a->nlazy = 0;
     /* Every borrowed block goes home; pools give wholly free regions to L1. */
-    for (uint32_t s = 0; s < a->n; s++) {
+    bool borrows = a->s.borrow_recycles != a->clean_borrows;
+    for (uint32_t s = 0; borrows && s < a->n; s++) {
         ag_borrow *br = &a->st[s].borrow;
         for (uint32_t o = 0; o < a->n && br->count; o++) {
             ag_block *b;
@@ -659,6 +662,7 @@ ag_status ag_multi_clean(ag_memalloc *a)
             }
         }
     }
+    a->clean_borrows = a->s.borrow_recycles;
     /* Pools give their wholly free regions to L1.  With steal they may keep
      * them instead: after the synchronise they are idle, and a pool that
      * needs memory takes one whole, with no event, before L1 grows; so the
