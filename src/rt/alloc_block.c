@@ -201,18 +201,14 @@ void ag_recent_evict(ag_memalloc *a, uint32_t stream)
     s->nrecent--;
     memmove(&s->recent[0], &s->recent[1], s->nrecent * sizeof s->recent[0]);
     s->recent_bytes -= b->size;
-    ag_heap_put(&s->pool[b->pool], b->span);
-    ag_block_put(a, b);
+    ag_block_to_pool(a, b);
 }
 
 static void recent_flush(ag_memalloc *a, uint32_t stream)
 {
     ag_astream *s = &a->st[stream];
-    while (s->nrecent) {
-        ag_block *b = s->recent[--s->nrecent];
-        ag_heap_put(&s->pool[b->pool], b->span);
-        ag_block_put(a, b);
-    }
+    while (s->nrecent)
+        ag_block_to_pool(a, s->recent[--s->nrecent]);
     s->recent_bytes = 0;
 }
 

@@ -378,6 +378,9 @@ static inline void ag_alloc_unlock(ag_memalloc *a)
 /* alloc_block.c */
 ag_status ag_block_get(ag_memalloc *a, ag_block **out);
 void ag_block_put(ag_memalloc *a, ag_block *b);
+/* A free block's span back to its birth stream's pool, and its object to
+ * the object pool. */
+static inline void ag_block_to_pool(ag_memalloc *a, ag_block *b);
 void ag_block_mif_materialise(ag_memalloc *a, ag_block *b);
 void ag_borrow_insert(ag_memalloc *a, ag_borrow *br, ag_block *b, uint32_t holder);
 void ag_borrow_remove(ag_memalloc *a, ag_borrow *br, ag_block *b);
@@ -656,17 +659,22 @@ static inline ag_block *ag_recent_take(ag_memalloc *a, uint32_t stream, uint64_t
     return NULL;
 }
 
+static inline void ag_block_to_pool(ag_memalloc *a, ag_block *b)
+{
+    ag_heap_put(&a->st[b->birth].pool[b->pool], b->span);
+    ag_block_put(a, b);
+}
+
 static inline void ag_recent_put(ag_memalloc *a, ag_block *b)
 {
     /* Only small blocks: a large one kept here would keep its region from
      * going back to L1. */
     if (b->size > a->front_size) {
-        ag_heap_put(&a->st[b->birth].pool[b->pool], b->span);
-        ag_block_put(a, b);
+        ag_block_to_pool(a, b);
         return;
     }
     ag_astream *s = &a->st[b->birth];
-    if (s->nrecent == a->cfg.front_blocks)
+    if (s->nrecent >= a->cfg.front_blocks)
         ag_recent_evict(a, b->birth);
     if (b->shared) {
         memset(b->mif, 0, (size_t)a->n * a->w * sizeof(uint64_t));
