@@ -155,7 +155,6 @@ ag_status ag_alloc_create(ag_ctx *ctx, ag_device *dev, ag_dev_stream *const *str
     a->cfg.size = sizeof a->cfg;
     a->n = cfg->nstreams;
     a->w = ag_mif_words(a->n);
-    a->front_size = cfg->front_blocks ? cfg->page_size : 0;
     atomic_init(&a->lock, 0u);
     ag_status st = ag_l1_init(a);
     a->streams = ag_calloc(ctx, a->n, sizeof *a->streams);

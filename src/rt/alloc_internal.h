@@ -346,7 +346,6 @@ struct ag_memalloc {
      * and the clean skips the lists and the borrow allocators, which it
      * left empty. */
     uint64_t clean_lrecs, clean_borrows;
-    uint64_t front_size; /* largest block a front cache keeps: page_size, 0 without front caches */
     bool no_stream_query; /* the device predates ag_dev_stream_query */
     bool stream_query_ok; /* ... and it answered once: it does not */
     ag_hb_mark_fn hb_mark;
@@ -669,7 +668,7 @@ static inline void ag_recent_put(ag_memalloc *a, ag_block *b)
 {
     /* Only small blocks: a large one kept here would keep its region from
      * going back to L1. */
-    if (b->size > a->front_size) {
+    if (b->size > a->cfg.page_size || a->cfg.front_blocks == 0) {
         ag_block_to_pool(a, b);
         return;
     }
