@@ -7,8 +7,9 @@
 #include "rt/alloc_internal.h"
 
 /* Parks b in stream's borrow allocator with a fresh MIF (seed: borrow
- * recycle); it goes home with the next send from stream to its birth. */
-static void borrow_recycle(ag_memalloc *a, ag_block *b, uint32_t stream)
+ * recycle); it goes home with the next send from stream to its birth.
+ * The rarer branch of global_recycle, kept out of its callers. */
+static __attribute__((noinline)) void borrow_recycle(ag_memalloc *a, ag_block *b, uint32_t stream)
 {
     ag_lrec_forget(a, b);
     b->version++;
@@ -21,8 +22,10 @@ static void borrow_recycle(ag_memalloc *a, ag_block *b, uint32_t stream)
     a->s.borrow_recycles++;
 }
 
-/* No stream occupies b in stream's view: recycle it there. */
-static void global_recycle(ag_memalloc *a, ag_block *b, uint32_t stream)
+/* No stream occupies b in stream's view: recycle it there.  Inline in
+ * the free and the wait, whose common end it is (a call of its own cost
+ * oww_embedding 1-2% in time once, for the same instructions). */
+static inline __attribute__((always_inline)) void global_recycle(ag_memalloc *a, ag_block *b, uint32_t stream)
 {
     if (stream == b->birth)
         ag_birth_recycle(a, b);
