@@ -30,6 +30,7 @@
 #include "aliasguard/aliasguard.h"
 #include "aliasguard/alloc.h"
 #include "aliasguard/device.h"
+#include "../tools/host_heap.h"
 
 static double now_s(void)
 {
@@ -407,6 +408,7 @@ static int model(const char *path, uint32_t n, int nbind, char **bind)
 
 static int compare(const char *path, uint32_t ticks, uint32_t runs)
 {
+    pin_host_heap();
     ag_ctx *ctx = ag_ctx_create(NULL);
     FILE *f = fopen(path, "rb");
     if (!f)

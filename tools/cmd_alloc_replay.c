@@ -9,6 +9,7 @@
 #include "aliasguard/alloc.h"
 #include "aliasguard/device.h"
 #include "cli.h"
+#include "host_heap.h"
 
 void cmd_alloc_replay_help(FILE *f)
 {
@@ -232,6 +233,7 @@ int cmd_alloc_replay(int argc, char **argv)
     ag_device_sim_config dc = ag_device_sim_defaults();
     if (capacity)
         dc.capacity[AG_MEM_HBM] = capacity;
+    pin_host_heap();
     st = ag_device_sim_create(ctx, &dc, &dev);
     if (st != AG_OK) {
         cli_err_ctx(ctx, st, "device");
