@@ -97,9 +97,9 @@ void ag_alloc_destroy(ag_memalloc *a)
             if (!c)
                 continue;
             ag_dev_event_destroy(a->dev, c->ev);
-            ag_free(ctx, c->notes, c->capnotes * sizeof *c->notes);
-            ag_free(ctx, c->rows, (size_t)c->capnotes * a->w * sizeof(uint64_t));
-            ag_free(ctx, c, sizeof *c);
+            if (!ag_chan_slots_inline(c))
+                ag_free(ctx, c->notes, ag_chan_slot_bytes(c->capnotes, a->w));
+            ag_free(ctx, c, ag_chan_bytes(a->w));
         }
         ag_free(ctx, a->chans, (size_t)a->n * a->n * sizeof *a->chans);
     }

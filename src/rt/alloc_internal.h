@@ -74,6 +74,7 @@ struct ag_heap {
     uint64_t binmap[AG_BINWORDS];
     ag_region *regions;
     ag_region *spare_regions; /* unused region records */
+    void *region_chunks;      /* the records' allocations, for destroy */
     ag_span *spare;          /* unused span nodes given back */
     ag_span *fresh;          /* never used nodes of the newest chunk, handed out in order */
     uint32_t nfresh;
@@ -133,8 +134,9 @@ ag_span *ag_heap_put(ag_heap *h, ag_span *s);
  * its only span, free); returns its cookie. */
 void *ag_heap_detach(ag_heap *h, ag_span *s);
 /* Moves the wholly free region of span s (in another heap sharing the
- * whole set) into to, record and backing alike, and takes its first size
- * bytes; to must have room reserved (ag_heap_reserve). */
+ * whole set) into to and takes its first size bytes; to must be prepared
+ * (ag_heap_prepare): the region gets one of to's records, its old record
+ * stays with the heap that allocated it. */
 ag_span *ag_heap_adopt(ag_heap *to, ag_span *s, uint64_t size);
 /* Returns every wholly free region to the backing; bytes returned. */
 uint64_t ag_heap_trim(ag_heap *h);
@@ -259,13 +261,38 @@ typedef struct ag_notice { /* src's MIF row at the send is in the channel's rows
 typedef struct ag_chan {
     ag_dev_event *ev;
     bool recorded;
+    /* capnotes notice slots, then their rows (W words each): at first
+     * the AG_CHAN_SLOTS slots allocated with the channel (ag_chan_bytes),
+     * later one allocation of both (ag_chan_slot_bytes) */
     ag_notice *notes;
-    uint64_t *rows; /* W words per note slot */
+    uint64_t *rows;
     uint32_t nnotes, capnotes;
     ag_block *home; /* borrowed blocks going back to dst, linked by link */
     uint32_t dst;
     struct ag_chan *made; /* the channel made before this one */
 } ag_chan;
+
+/* Notice slots a channel is made with: most sends carry a few notices, and
+ * the first execution then allocates nothing more for them. */
+#define AG_CHAN_SLOTS 8u
+
+/* Bytes of n notice slots with their rows of w words. */
+static inline size_t ag_chan_slot_bytes(uint32_t n, uint32_t w)
+{
+    return (size_t)n * (sizeof(ag_notice) + (size_t)w * sizeof(uint64_t));
+}
+
+/* Bytes of a channel with its first slots. */
+static inline size_t ag_chan_bytes(uint32_t w)
+{
+    return sizeof(ag_chan) + ag_chan_slot_bytes(AG_CHAN_SLOTS, w);
+}
+
+/* Whether c's slots are still those it was made with. */
+static inline bool ag_chan_slots_inline(const ag_chan *c)
+{
+    return (const void *)c->notes == (const void *)(c + 1);
+}
 
 /* ---- baseline: (event, block) pairs pending per stream, in record order ---- */
 typedef struct ag_bpend {

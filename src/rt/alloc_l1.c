@@ -348,6 +348,8 @@ ag_status ag_pool_take(ag_memalloc *a, uint32_t stream, uint64_t size, bool trie
         /* When L1 has no room cached, a free region of another pool moves
          * here whole, record and all (as l1_take would, at less cost). */
         bool move = cut && ag_heap_cached(&a->l1) < region;
+        if (move)
+            AG_TRY(ag_heap_prepare(h)); /* a record for the region, moved or grown */
         ag_span *w = move ? steal_ordered(a, region) : NULL;
         if (w) {
             s = ag_heap_adopt(h, w, size);

@@ -457,13 +457,17 @@ static ag_status chan_get(ag_memalloc *a, uint32_t src, uint32_t dst, ag_chan **
 {
     ag_chan **slot = &a->chans[(size_t)src * a->n + dst];
     if (!*slot) {
-        ag_chan *c = ag_calloc(a->ctx, 1, sizeof *c);
+        ag_chan *c = ag_alloc(a->ctx, ag_chan_bytes(a->w));
         if (!c)
             return AG_OOM(a->ctx);
+        memset(c, 0, sizeof *c); /* the slots are written before they are read */
+        c->notes = (ag_notice *)(c + 1);
+        c->rows = (uint64_t *)(c->notes + AG_CHAN_SLOTS);
+        c->capnotes = AG_CHAN_SLOTS;
         ag_status st = ag_dev_event_create(a->dev, &c->ev);
         if (st != AG_OK) {
             ag_dev_note(a);
-            ag_free(a->ctx, c, sizeof *c);
+            ag_free(a->ctx, c, ag_chan_bytes(a->w));
             return AG_ERR(a->ctx, st, "event from stream %u to stream %u: %s", src, dst, a->devmsg);
         }
         c->dst = dst;
@@ -479,23 +483,20 @@ static ag_status chan_reserve(ag_memalloc *a, ag_chan *c, uint32_t more)
 {
     if (c->nnotes + more <= c->capnotes)
         return AG_OK;
-    uint32_t nc = c->capnotes ? c->capnotes : 8u;
+    uint32_t nc = c->capnotes;
     while (nc < c->nnotes + more)
         nc *= 2u;
-    size_t rw = (size_t)a->w * sizeof(uint64_t);
-    ag_notice *nt = ag_alloc(a->ctx, nc * sizeof *nt);
-    uint64_t *rows = ag_alloc(a->ctx, nc * rw);
-    if (!nt || !rows) {
-        ag_free(a->ctx, nt, nc * sizeof *nt);
-        ag_free(a->ctx, rows, nc * rw);
+    /* the notices, then their rows, in one allocation */
+    ag_notice *nt = ag_alloc(a->ctx, ag_chan_slot_bytes(nc, a->w));
+    if (!nt)
         return AG_OOM(a->ctx);
-    }
+    uint64_t *rows = (uint64_t *)(nt + nc);
     if (c->nnotes) {
         memcpy(nt, c->notes, c->nnotes * sizeof *nt);
-        memcpy(rows, c->rows, c->nnotes * rw);
+        memcpy(rows, c->rows, (size_t)c->nnotes * a->w * sizeof(uint64_t));
     }
-    ag_free(a->ctx, c->notes, c->capnotes * sizeof *nt);
-    ag_free(a->ctx, c->rows, c->capnotes * rw);
+    if (!ag_chan_slots_inline(c))
+        ag_free(a->ctx, c->notes, ag_chan_slot_bytes(c->capnotes, a->w));
     c->notes = nt;
     c->rows = rows;
     c->capnotes = nc;

@@ -7,6 +7,14 @@
 #include "rt/rt_internal.h"
 
 #define AG_SPAN_CHUNK 64u
+/* Region records are allocated this many at a time, and never leave the
+ * heap that allocated them (ag_heap_adopt copies one). */
+#define AG_REGION_CHUNK 8u
+
+typedef struct region_chunk {
+    struct region_chunk *next;
+    ag_region recs[AG_REGION_CHUNK];
+} region_chunk;
 
 uint32_t ag_alloc_bin(uint64_t units)
 {
@@ -318,10 +326,13 @@ ag_status ag_heap_prepare(ag_heap *h)
 {
     AG_TRY(ag_heap_reserve(h));
     if (!h->spare_regions) {
-        ag_region *r = ag_alloc(h->ctx, sizeof *r);
-        if (!r)
+        region_chunk *c = ag_alloc(h->ctx, sizeof *c);
+        if (!c)
             return AG_OOM(h->ctx);
-        region_spare(h, r);
+        c->next = h->region_chunks;
+        h->region_chunks = c;
+        for (uint32_t k = AG_REGION_CHUNK; k-- > 0;)
+            region_spare(h, &c->recs[k]);
     }
     return AG_OK;
 }
@@ -413,7 +424,14 @@ ag_span *ag_heap_adopt(ag_heap *to, ag_span *s, uint64_t size)
     ag_assert(from != to && size <= s->size);
     ag_region *r = whole_out(from, s);
     region_unlink(from, r);
-    return carve(to, region_enter(to, r), size);
+    ag_region *mine = to->spare_regions;
+    ag_assert(mine);
+    to->spare_regions = mine->next;
+    mine->addr = r->addr;
+    mine->size = r->size;
+    mine->cookie = r->cookie;
+    region_spare(from, r);
+    return carve(to, region_enter(to, mine), size);
 }
 
 static void region_release(ag_heap *h, ag_region *r)
@@ -456,10 +474,9 @@ void ag_heap_destroy(ag_heap *h)
         }
     while (h->regions)
         region_release(h, h->regions);
-    while (h->spare_regions) {
-        ag_region *r = h->spare_regions;
-        h->spare_regions = r->next;
-        ag_free(h->ctx, r, sizeof *r);
+    for (region_chunk *c = h->region_chunks, *nx; c; c = nx) {
+        nx = c->next;
+        ag_free(h->ctx, c, sizeof *c);
     }
     for (uint32_t k = 0; k < h->nchunks; k++)
         ag_free(h->ctx, h->chunks[k], AG_SPAN_CHUNK * sizeof(ag_span));

@@ -42,6 +42,65 @@ static void fake_release(void *ud, uintptr_t addr, uint64_t size, void *cookie)
     free(cookie);
 }
 
+static uint32_t count_spare_regions(const ag_heap *h)
+{
+    uint32_t n = 0;
+    for (const ag_region *r = h->spare_regions; r; r = r->next)
+        n++;
+    return n;
+}
+
+/* A wholly free region moved between two heaps sharing a whole set takes
+ * a record of the adopting heap; its old record goes back to the heap that
+ * allocated it, so either heap may be destroyed first (under ASan, a record
+ * freed with one heap and still listed in the other is a use after free). */
+static void test_heap_adopt_records(void **state)
+{
+    (void)state;
+    for (int first = 0; first < 2; first++) {
+        ag_ctx *ctx = agtest_ctx();
+        fake_backing fb = {0};
+        ag_wholeset set;
+        memset(&set, 0, sizeof set);
+        set.qshift = 12;
+        uint64_t epoch = 0;
+        ag_heap h[2];
+        for (int k = 0; k < 2; k++) {
+            ag_heap_init(&h[k], ctx, 4096, 4096, UINT64_MAX, fake_grow, fake_release, &fb, false);
+            ag_heap_share_whole(&h[k], &set, &epoch, (uint32_t)k);
+        }
+        assert_int_equal(ag_heap_prepare(&h[0]), AG_OK);
+        ag_span *s = NULL;
+        assert_int_equal(ag_heap_grow_take(&h[0], 65536, 4096, &s), AG_OK);
+        ag_region *rec0 = h[0].regions;
+        uint32_t spare0 = count_spare_regions(&h[0]);
+        ag_span *w = ag_heap_put(&h[0], s);
+        assert_true(ag_heap_has_free_region(&h[0]));
+        assert_int_equal(ag_heap_prepare(&h[1]), AG_OK);
+        uint32_t spare1 = count_spare_regions(&h[1]);
+        ag_span *t = ag_heap_adopt(&h[1], w, 8192);
+        assert_non_null(t);
+        assert_int_equal(t->size, 8192);
+        /* the region changed heaps, its old record did not */
+        assert_null(h[0].regions);
+        assert_int_equal(h[0].reserved, 0);
+        assert_int_equal(h[1].reserved, 65536);
+        assert_ptr_not_equal(h[1].regions, rec0);
+        assert_int_equal(h[1].regions->addr, rec0->addr);
+        assert_int_equal(count_spare_regions(&h[0]), spare0 + 1);
+        assert_int_equal(count_spare_regions(&h[1]), spare1 - 1);
+        assert_true(ag_heap_check(&h[0]) && ag_heap_check(&h[1]));
+        ag_heap_put(&h[1], t);
+        assert_true(ag_heap_check(&h[1]));
+        ag_heap_destroy(&h[first]);
+        ag_heap_destroy(&h[1 - first]);
+        assert_int_equal(fb.live, 0);
+        assert_int_equal(fb.grows, 1);
+        assert_int_equal(fb.releases, 1);
+        ag_ctx_destroy(ctx);
+    }
+}
+
 static void test_heap_split_merge(void **state)
 {
     (void)state;
@@ -1067,6 +1126,7 @@ static void test_l1_geometric(void **state)
     }
 }
 
+
 /* The multi mode's L1 has its records before the first allocation, which
  * then allocates none for L1; the baseline, whose pools grow from the
  * device, leaves L1 empty. */
@@ -1084,10 +1144,14 @@ static void test_l1_prepared(void **state)
             continue;
         }
         assert_int_equal(l1->nchunks, 1);
-        assert_non_null(l1->spare_regions);
+        void *chunk = l1->region_chunks;
+        uint32_t spare = count_spare_regions(l1);
+        assert_non_null(chunk);
+        assert_true(spare > 1);
         ag_block *b = xmalloc(&f, 0, 4096);
         assert_int_equal(l1->nchunks, 1);
-        assert_null(l1->spare_regions); /* the first segment took it */
+        assert_ptr_equal(l1->region_chunks, chunk); /* no record allocated */
+        assert_int_equal(count_spare_regions(l1), spare - 1); /* the first segment took one */
         assert_int_equal(stats(f.a).device_allocs, 1);
         assert_int_equal(ag_alloc_free(f.a, b, 0), AG_OK);
         fix_close(&f);
@@ -1998,6 +2062,7 @@ int main(void)
         cmocka_unit_test(test_l1_geometric),
         cmocka_unit_test(test_l1_tail),
         cmocka_unit_test(test_l1_prepared),
+        cmocka_unit_test(test_heap_adopt_records),
         cmocka_unit_test(test_clean_keeps_regions),
         cmocka_unit_test(test_clean_keeps_front),
         cmocka_unit_test(test_front_evicts_oldest),
