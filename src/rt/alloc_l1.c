@@ -346,7 +346,7 @@ ag_status ag_pool_take(ag_memalloc *a, uint32_t stream, uint64_t size, bool trie
             region = round_up(region, c->page_size);
         ag_status st = AG_OK;
         /* When L1 has no room cached, a free region of another pool moves
-         * here whole, record and all (as l1_take would, at less cost). */
+         * here whole, backing and all (as l1_take would, at less cost). */
         bool move = cut && ag_heap_cached(&a->l1) < region;
         if (move)
             AG_TRY(ag_heap_prepare(h)); /* a record for the region, moved or grown */
