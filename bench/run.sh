@@ -292,6 +292,14 @@ if [ -x "$build/alloc" ]; then
             esac
         done
     done
+    # How both modes grow with the stream count (a MIF row takes more than
+    # one word beyond 64 streams).
+    for n in 16 32 64 128 256; do
+        "$build/alloc" synth 1 20000 $n > "$data/alloc_synth$n.trace"
+        for ticks in 0 8; do
+            "$build/alloc" compare "$data/alloc_synth$n.trace" $ticks
+        done
+    done
 fi
 
 # ---- kernel mode: prepare miss vs memcpy, prepare hit, launch and replay overhead ----
