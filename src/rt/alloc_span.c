@@ -322,6 +322,20 @@ static void region_spare(ag_heap *h, ag_region *r)
     h->spare_regions = r;
 }
 
+/* A spare record of h (ag_heap_prepare made one), holding addr, size and
+ * cookie, not yet listed. */
+static ag_region *region_new(ag_heap *h, uintptr_t addr, uint64_t size, void *cookie)
+{
+    ag_region *r = h->spare_regions;
+    ag_assert(r);
+    h->spare_regions = r->next;
+    memset(r, 0, sizeof *r);
+    r->addr = addr;
+    r->size = size;
+    r->cookie = cookie;
+    return r;
+}
+
 ag_status ag_heap_prepare(ag_heap *h)
 {
     AG_TRY(ag_heap_reserve(h));
@@ -343,18 +357,12 @@ static ag_status grow_span(ag_heap *h, uint64_t size, ag_span **out)
 {
     ag_assert(size > 0 && size % h->quantum == 0);
     AG_TRY(ag_heap_prepare(h));
-    ag_region *r = h->spare_regions;
-    h->spare_regions = r->next;
-    memset(r, 0, sizeof *r);
+    uintptr_t addr = 0;
+    void *cookie = NULL;
     uint64_t got = size;
-    ag_status st = h->grow(h->ud, size, &r->addr, &r->cookie, &got);
-    if (st != AG_OK) {
-        region_spare(h, r);
-        return st;
-    }
+    AG_TRY(h->grow(h->ud, size, &addr, &cookie, &got));
     ag_assert(got >= size && got % h->quantum == 0);
-    r->size = got;
-    ag_span *s = region_enter(h, r);
+    ag_span *s = region_enter(h, region_new(h, addr, got, cookie));
     if (h->poison)
         ag_rt_mark_noaccess((void *)s->addr, s->size);
     *out = s;
@@ -424,12 +432,7 @@ ag_span *ag_heap_adopt(ag_heap *to, ag_span *s, uint64_t size)
     ag_assert(from != to && size <= s->size);
     ag_region *r = whole_out(from, s);
     region_unlink(from, r);
-    ag_region *mine = to->spare_regions;
-    ag_assert(mine);
-    to->spare_regions = mine->next;
-    mine->addr = r->addr;
-    mine->size = r->size;
-    mine->cookie = r->cookie;
+    ag_region *mine = region_new(to, r->addr, r->size, r->cookie);
     region_spare(from, r);
     return carve(to, region_enter(to, mine), size);
 }

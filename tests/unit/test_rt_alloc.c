@@ -1126,7 +1126,6 @@ static void test_l1_geometric(void **state)
     }
 }
 
-
 /* The multi mode's L1 has its records before the first allocation, which
  * then allocates none for L1; the baseline, whose pools grow from the
  * device, leaves L1 empty. */
