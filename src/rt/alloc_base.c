@@ -249,11 +249,11 @@ static ag_status base_reserve(ag_memalloc *a, uint32_t stream, uint32_t need)
 
 ag_status ag_base_free(ag_memalloc *a, ag_block *b, uint32_t stream)
 {
+    uint32_t u;
     if (b->users == 1 && b->shared) {
         uint32_t k = 0;
-        for (uint32_t u = 0; u < a->n; u++)
-            if (ag_mif_is_set(b->mif, a->w, 0, u))
-                AG_TRY(base_reserve(a, u, ++k));
+        AG_MIF_EACH(b->mif, a->w, u)
+            AG_TRY(base_reserve(a, u, ++k));
     }
     b->occ[stream]--;
     if (--b->users > 0)
@@ -266,12 +266,10 @@ ag_status ag_base_free(ag_memalloc *a, ag_block *b, uint32_t stream)
     ag_stat_unused(a, b, true);
     /* One event per recorded stream; the block is counted for all of them
      * first, so one that cannot be recorded keeps it out of reuse. */
-    for (uint32_t u = 0; u < a->n; u++)
-        if (ag_mif_is_set(b->mif, a->w, 0, u))
-            b->events++;
+    AG_MIF_EACH(b->mif, a->w, u)
+        b->events++;
     ag_status first = AG_OK;
-    for (uint32_t u = 0; u < a->n; u++)
-        if (ag_mif_is_set(b->mif, a->w, 0, u))
-            ag_pend_record(a, u, b, false, &first);
+    AG_MIF_EACH(b->mif, a->w, u)
+        ag_pend_record(a, u, b, false, &first);
     return first;
 }

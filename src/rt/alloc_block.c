@@ -1,24 +1,14 @@
 /* Block objects and what hangs off them (seed §4.2.2, §4.2.6): the MIF
- * occupancy bitmap (one row per observing stream, as many words as the
- * stream count needs), the pooled block objects whose version survives
+ * occupancy views (one row per observing stream up to 64 streams, beyond
+ * that the common view and a row per stream whose view differs; as many
+ * words as the stream count needs), the pooled block objects whose version survives
  * reuse so that stale notices can be recognised, the L3 borrow allocator,
  * and each stream's local-recycle list. */
 #include "rt/alloc_internal.h"
 
-void ag_mif_set_all_observers(uint64_t *mif, uint32_t n, uint32_t s)
+void ag_row_and_since(uint64_t *d, uint32_t n, const uint64_t *row, const uint32_t *joined, uint32_t since)
 {
     uint32_t w = ag_mif_words(n);
-    uint64_t bit = UINT64_C(1) << (s % 64u);
-    uint64_t *p = mif + s / 64u;
-    for (uint32_t m = 0; m < n; m++, p += w)
-        *p |= bit;
-}
-
-void ag_mif_merge_since(uint64_t *mif, uint32_t n, uint32_t dst, const uint64_t *row, const uint32_t *joined,
-                        uint32_t since)
-{
-    uint32_t w = ag_mif_words(n);
-    uint64_t *d = mif + (size_t)dst * w;
     for (uint32_t k = 0; k < w; k++) {
         uint64_t keep = row[k];
         for (uint32_t u = k * 64u; u < n && u < (k + 1u) * 64u; u++)
@@ -26,6 +16,46 @@ void ag_mif_merge_since(uint64_t *mif, uint32_t n, uint32_t dst, const uint64_t 
                 keep |= UINT64_C(1) << (u % 64u);
         d[k] &= keep;
     }
+}
+
+uint64_t *ag_mif_make_row(ag_memalloc *a, ag_block *b, uint32_t m)
+{
+    uint32_t w = a->w, r = b->nrows++;
+    ag_assert(w > 1u && r < a->n && ag_mif_rowof(a->n, b)[m] == 0);
+    uint64_t *row = b->mif + (size_t)(r + 2u) * w;
+    memcpy(row, b->mif, w * sizeof *row);
+    ag_mif_rowof(a->n, b)[m] = (uint16_t)(r + 1u);
+    ag_mif_rowsrc(a->n, b)[r] = (uint16_t)m;
+    return row;
+}
+
+void ag_mif_join(ag_memalloc *a, ag_block *b, uint32_t s)
+{
+    uint32_t w = a->w;
+    uint64_t bit = UINT64_C(1) << (s % 64u);
+    uint64_t *p = b->mif + s / 64u;
+    if (w == 1u) {
+        for (uint32_t m = 0; m < a->n; m++)
+            p[m] |= bit;
+        return;
+    }
+    *p |= bit; /* the common view, then each row */
+    p += 2u * w;
+    for (uint32_t r = 0; r < b->nrows; r++, p += w)
+        *p |= bit;
+}
+
+void ag_mif_reset(const ag_memalloc *a, ag_block *b)
+{
+    if (a->w == 1u) {
+        memset(b->mif, 0, (size_t)a->n * sizeof *b->mif);
+        return;
+    }
+    memset(b->mif, 0, a->w * sizeof *b->mif);
+    uint16_t *rowof = ag_mif_rowof(a->n, b), *rowsrc = ag_mif_rowsrc(a->n, b);
+    for (uint32_t r = 0; r < b->nrows; r++)
+        rowof[rowsrc[r]] = 0;
+    b->nrows = 0;
 }
 
 /* ---- block objects: pooled, never freed before the allocator ---- */
@@ -36,14 +66,14 @@ ag_status ag_block_get(ag_memalloc *a, ag_block **out)
     if (b) {
         a->pool_free = b->link;
         if (b->shared)
-            memset(b->mif, 0, (size_t)a->n * a->w * sizeof(uint64_t));
+            ag_mif_reset(a, b);
         memset(b->occ, 0, (size_t)a->n * sizeof(uint32_t));
     } else {
         b = ag_calloc(a->ctx, 1, ag_block_bytes(a->n, a->w));
         if (!b)
             return AG_OOM(a->ctx);
         b->mif = (uint64_t *)(b + 1);
-        b->occ = (uint32_t *)(b->mif + (size_t)(a->n + 1u) * a->w);
+        b->occ = (uint32_t *)(b->mif + ag_mif_all_words(a->n, a->w));
         b->joined = b->occ + a->n;
         b->all_next = a->all;
         a->all = b;
@@ -72,7 +102,7 @@ void ag_block_mif_materialise(ag_memalloc *a, ag_block *b)
         return;
     b->shared = true;
     if (b->occ[b->holder] > 0)
-        ag_mif_set_all_observers(b->mif, a->n, b->holder);
+        ag_mif_join(a, b, b->holder);
 }
 
 /* ---- L3: borrowed blocks by size bin and by birth stream ---- */

@@ -146,8 +146,20 @@ static inline uint64_t ag_heap_cached(const ag_heap *h) { return h->reserved - h
  * no two free neighbours, bins hold exactly the free spans. */
 bool ag_heap_check(const ag_heap *h);
 
-/* ---- MIF: one row of W words per observing stream; bit s of row m means
- * "as far as m knows, s still occupies the block" ---- */
+/* ---- MIF: stream m's view of b, W words; bit s of m's view means "as far
+ * as m knows, s still occupies the block".  Every view starts as the
+ * common one (the streams that joined since the block was handed out), a
+ * join adds its bit to every view, and a view only loses bits after that
+ * (its stream's own release, notices merged): every view is a subset of
+ * the common view.
+ * Up to 64 streams (W = 1) each stream's view is stored, one word each
+ * (dense: row m at mif + m, the scratch row after them).  Beyond, only the
+ * views that differ from the common one are (sparse: the common view at
+ * mif, the scratch row at mif + W, then row r of the rows made so far at
+ * mif + (r + 2) W; rowof[m] is m's row plus one, 0 for the common view).
+ * A stream's row is made the first time its view is to lose a bit, so an
+ * access, a last free and a recycle cost the rows that exist, never
+ * nstreams rows. ---- */
 static inline uint32_t ag_mif_words(uint32_t n) { return (n + 63u) / 64u; }
 static inline void ag_mif_set(uint64_t *mif, uint32_t w, uint32_t m, uint32_t s)
 {
@@ -167,29 +179,25 @@ static inline bool ag_mif_is_set(const uint64_t *mif, uint32_t w, uint32_t m, ui
     for (uint32_t ag_k_ = 0; ag_k_ < (w); ag_k_++)                                                          \
         for (uint64_t ag_m_ = (row)[ag_k_]; ag_m_ && ((u) = ag_k_ * 64u + (uint32_t)__builtin_ctzll(ag_m_), true); \
              ag_m_ &= ag_m_ - 1u)
-void ag_mif_set_all_observers(uint64_t *mif, uint32_t n, uint32_t s);
-static inline bool ag_mif_any_set(const uint64_t *mif, uint32_t w, uint32_t m)
+static inline bool ag_row_any(const uint64_t *row, uint32_t w)
 {
-    const uint64_t *row = mif + (size_t)m * w;
     for (uint32_t k = 0; k < w; k++)
         if (row[k])
             return true;
     return false;
 }
-/* Row dst &= row (dst learns what src has learnt to be released). */
-static inline void ag_mif_merge(uint64_t *mif, uint32_t w, uint32_t dst, const uint64_t *row)
+/* d &= row (d's stream learns what row's stream has learnt to be released). */
+static inline void ag_row_and(uint64_t *d, const uint64_t *row, uint32_t w)
 {
-    uint64_t *d = mif + (size_t)dst * w;
     for (uint32_t k = 0; k < w; k++)
         d[k] &= row[k];
 }
 /* The same for a row carried from before the latest joins: a stream that
  * started using the block after the carried view (joined[u] after since)
  * has released nothing the view could know of, so its bit is kept. */
-void ag_mif_merge_since(uint64_t *mif, uint32_t n, uint32_t dst, const uint64_t *row, const uint32_t *joined,
-                        uint32_t since);
+void ag_row_and_since(uint64_t *d, uint32_t n, const uint64_t *row, const uint32_t *joined, uint32_t since);
 
-/* ---- block objects ---- */
+/* ---- block objects ---- *//* ---- block objects ---- */
 #define AG_LR_SLOTS 3u
 enum { AG_BLK_FREE = 0, AG_BLK_LIVE, AG_BLK_BORROWED, AG_BLK_TRANSIT };
 enum { AG_POOL_SMALL = 0, AG_POOL_LARGE = 1 };
@@ -208,6 +216,7 @@ struct ag_block {
     uint32_t events;  /* baseline: outstanding events */
     uint8_t pool, state;
     bool shared; /* MIF materialised (another stream used it since allocation) */
+    uint16_t nrows; /* sparse MIF: rows made (every one a view that differs) */
     /* Local-recycle entries naming this version of the block: how many in
      * the list of each of up to AG_LR_SLOTS streams; lr_over: entries of
      * further streams, not counted here (their lists count them until the
@@ -222,15 +231,21 @@ struct ag_block {
     struct ag_block *bb_prev, *bb_next; /* borrow: per-birth-stream list */
     uint32_t *occ;                      /* per-stream occupy counts */
     uint32_t *joined;                   /* per stream: jep at its latest join (never reset) */
-    uint64_t *mif;                      /* nstreams rows of W words; baseline: row 0 = recorded uses */
+    uint64_t *mif;                      /* the views (see above); baseline: row 0 = recorded uses */
 };
 
-/* Bytes of a block object: nstreams MIF rows and one scratch row, then
- * the use counts and the join marks. */
+/* Bytes of a block object: the MIF (dense: nstreams rows and the scratch
+ * row; sparse: the common and scratch rows and room for nstreams rows),
+ * the use counts and the join marks, then for a sparse MIF each stream's
+ * row index and each row's stream. */
+static inline size_t ag_mif_all_words(uint32_t n, uint32_t w) { return (size_t)(w == 1u ? n + 1u : n + 2u) * w; }
 static inline size_t ag_block_bytes(uint32_t n, uint32_t w)
 {
-    return sizeof(ag_block) + (size_t)(n + 1u) * w * sizeof(uint64_t) + (size_t)n * 2u * sizeof(uint32_t);
+    size_t idx = w == 1u ? 0u : (size_t)n * 2u * sizeof(uint16_t);
+    return sizeof(ag_block) + ag_mif_all_words(n, w) * sizeof(uint64_t) + (size_t)n * 2u * sizeof(uint32_t) + idx;
 }
+static inline uint16_t *ag_mif_rowof(uint32_t n, const ag_block *b) { return (uint16_t *)(b->joined + n); }
+static inline uint16_t *ag_mif_rowsrc(uint32_t n, const ag_block *b) { return ag_mif_rowof(n, b) + n; }
 
 /* ---- L3 borrow allocator of one stream ---- */
 typedef struct ag_borrow {
@@ -407,7 +422,59 @@ void ag_block_put(ag_memalloc *a, ag_block *b);
 /* A free block's span back to its birth stream's pool, and its object to
  * the object pool. */
 static inline void ag_block_to_pool(ag_memalloc *a, ag_block *b);
+/* An unshared block's first sharing: the holder, if it still uses b, in
+ * every view. */
 void ag_block_mif_materialise(ag_memalloc *a, ag_block *b);
+/* b's MIF (see "MIF" above).  Stream m's view, to read: */
+static inline const uint64_t *ag_mif_view(const ag_memalloc *a, const ag_block *b, uint32_t m)
+{
+    if (a->w == 1u)
+        return b->mif + m;
+    uint32_t r = ag_mif_rowof(a->n, b)[m];
+    return b->mif + (size_t)(r ? r + 1u : 0u) * a->w;
+}
+/* Stream m's view, to change: a sparse MIF makes m's row from the common
+ * view if m has none (there is room for one per stream). */
+uint64_t *ag_mif_make_row(ag_memalloc *a, ag_block *b, uint32_t m);
+static inline uint64_t *ag_mif_own(ag_memalloc *a, ag_block *b, uint32_t m)
+{
+    if (a->w == 1u)
+        return b->mif + m;
+    uint32_t r = ag_mif_rowof(a->n, b)[m];
+    return r ? b->mif + (size_t)(r + 1u) * a->w : ag_mif_make_row(a, b, m);
+}
+/* A row of W words for the callers' own use. */
+static inline uint64_t *ag_mif_scratch(const ag_memalloc *a, const ag_block *b)
+{
+    return b->mif + (a->w == 1u ? a->n : a->w);
+}
+/* Streams that some view still counts as users: the union of the views,
+ * in the scratch row.  A sparse MIF with a stream that has no row of its
+ * own: the common view, which holds every other. */
+static inline uint64_t *ag_mif_users(const ag_memalloc *a, const ag_block *b)
+{
+    uint64_t *any = ag_mif_scratch(a, b);
+    if (a->w == 1u) {
+        uint64_t u = 0;
+        for (uint32_t m = 0; m < a->n; m++)
+            u |= b->mif[m];
+        any[0] = u;
+        return any;
+    }
+    if (b->nrows < a->n) {
+        memcpy(any, b->mif, a->w * sizeof *any);
+        return any;
+    }
+    memset(any, 0, a->w * sizeof *any);
+    for (uint32_t r = 0; r < b->nrows; r++)
+        for (uint32_t k = 0; k < a->w; k++)
+            any[k] |= b->mif[(size_t)(r + 2u) * a->w + k];
+    return any;
+}
+/* Stream s joins: its bit in every view. */
+void ag_mif_join(ag_memalloc *a, ag_block *b, uint32_t s);
+/* Every view empty (the block is handed out afresh). */
+void ag_mif_reset(const ag_memalloc *a, ag_block *b);
 void ag_borrow_insert(ag_memalloc *a, ag_borrow *br, ag_block *b, uint32_t holder);
 void ag_borrow_remove(ag_memalloc *a, ag_borrow *br, ag_block *b);
 /* Smallest borrowed block of at least size and at most max bytes; NULL if none. */
@@ -703,7 +770,7 @@ static inline void ag_recent_put(ag_memalloc *a, ag_block *b)
     if (s->nrecent >= a->cfg.front_blocks)
         ag_recent_evict(a, b->birth);
     if (b->shared) {
-        memset(b->mif, 0, (size_t)a->n * a->w * sizeof(uint64_t));
+        ag_mif_reset(a, b);
         memset(b->occ, 0, (size_t)a->n * sizeof(uint32_t));
         b->shared = false;
     }

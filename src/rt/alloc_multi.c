@@ -14,7 +14,7 @@ static __attribute__((noinline)) void borrow_recycle(ag_memalloc *a, ag_block *b
     ag_lrec_forget(a, b);
     b->version++;
     if (b->shared)
-        memset(b->mif, 0, (size_t)a->n * a->w * sizeof(uint64_t));
+        ag_mif_reset(a, b);
     memset(b->occ, 0, (size_t)a->n * sizeof(uint32_t));
     b->shared = false;
     b->users = 0;
@@ -193,32 +193,11 @@ ag_status ag_multi_access(ag_memalloc *a, ag_block *b, uint32_t dst)
         }
     } else {
         ag_block_mif_materialise(a, b);
-        ag_mif_set_all_observers(b->mif, a->n, dst);
+        ag_mif_join(a, b, dst);
     }
     b->occ[dst]++;
     b->users++;
     return AG_OK;
-}
-
-/* Streams that some view still counts as users: the union of the rows
- * (in the block's scratch row, after the nstreams rows). */
-static inline uint64_t *users_of(ag_memalloc *a, ag_block *b)
-{
-    uint64_t *any = b->mif + (size_t)a->n * a->w;
-    if (a->w == 1) {
-        uint64_t u = 0;
-        for (uint32_t m = 0; m < a->n; m++)
-            u |= b->mif[m];
-        any[0] = u;
-        return any;
-    }
-    memset(any, 0, a->w * sizeof *any);
-    for (uint32_t m = 0; m < a->n; m++) {
-        const uint64_t *row = b->mif + (size_t)m * a->w;
-        for (uint32_t k = 0; k < a->w; k++)
-            any[k] |= row[k];
-    }
-    return any;
 }
 
 static void fallback_done(ag_memalloc *a, ag_block *b)
@@ -249,7 +228,7 @@ static bool fallback_now(const ag_memalloc *a, const ag_block *b)
  * reserved by the caller. */
 static ag_status defer_free(ag_memalloc *a, ag_block *b, uint32_t nusers)
 {
-    const uint64_t *any = b->mif + (size_t)a->n * a->w;
+    const uint64_t *any = ag_mif_scratch(a, b);
     uint32_t u;
     if (!fallback_now(a, b)) {
         bool busy = false;
@@ -317,7 +296,7 @@ ag_status ag_lazy_flush(ag_memalloc *a)
             continue;
         }
         ag_block *b = e.blk;
-        uint64_t *any = users_of(a, b);
+        uint64_t *any = ag_mif_users(a, b);
         ag_mif_clear(any, a->w, 0, b->birth);
         uint32_t u, nbusy = 0;
         ag_status st = AG_OK;
@@ -348,10 +327,10 @@ ag_status ag_lazy_flush(ag_memalloc *a)
     return first;
 }
 
-/* Whether row s of b's MIF is empty once s's own bit is cleared. */
+/* Whether s's view of b is empty once s's own bit is cleared. */
 static bool row_empty_but(const ag_memalloc *a, const ag_block *b, uint32_t s)
 {
-    const uint64_t *row = b->mif + (size_t)s * a->w;
+    const uint64_t *row = ag_mif_view(a, b, s);
     for (uint32_t k = 0; k < a->w; k++) {
         uint64_t word = row[k];
         if (k == s / 64u)
@@ -370,7 +349,7 @@ static __attribute__((noinline)) ag_status last_free(ag_memalloc *a, ag_block *b
     AG_TRY(ag_lrec_reserve(a, stream));
     /* Reserve the fallback's events, or its waiting entry, before changing
      * anything (one event per stream that any view still counts). */
-    uint64_t *any = users_of(a, b);
+    uint64_t *any = ag_mif_users(a, b);
     /* The birth stream needs no event: the block goes back to its pool,
      * where its own order covers its last use. */
     ag_mif_clear(any, a->w, 0, b->birth);
@@ -389,7 +368,7 @@ static __attribute__((noinline)) ag_status last_free(ag_memalloc *a, ag_block *b
         AG_TRY(ag_lazy_reserve(a));
     b->occ[stream] = 0;
     b->users = 0;
-    ag_mif_clear(b->mif, a->w, stream, stream);
+    ag_mif_clear(ag_mif_own(a, b, stream), a->w, 0, stream);
     if (nusers == 0) {
         /* only the birth stream may still be busy with it: home at once */
         ag_stat_unused(a, b, false);
@@ -445,7 +424,7 @@ ag_status ag_multi_free(ag_memalloc *a, ag_block *b, uint32_t stream)
     b->occ[stream]--;
     b->users--;
     if (b->occ[stream] == 0) {
-        ag_mif_clear(b->mif, a->w, stream, stream);
+        ag_mif_clear(ag_mif_own(a, b, stream), a->w, 0, stream);
         ag_lrec_append(a, stream, b);
     }
     return AG_OK;
@@ -530,7 +509,7 @@ ag_status ag_multi_send(ag_memalloc *a, uint32_t src, uint32_t dst)
         if (a->w == 1)
             c->rows[c->nnotes] = b->mif[src];
         else
-            memcpy(c->rows + (size_t)c->nnotes * a->w, b->mif + (size_t)src * a->w, a->w * sizeof(uint64_t));
+            memcpy(c->rows + (size_t)c->nnotes * a->w, ag_mif_view(a, b, src), a->w * sizeof(uint64_t));
         c->nnotes++;
         a->s.notices_sent++;
     }
@@ -559,11 +538,12 @@ static void chan_apply(ag_memalloc *a, ag_chan *c, uint32_t dst)
         a->s.notices_applied++;
         /* A stream that joined since the send is absent from the carried
          * row, yet still uses the block: its bit must survive the merge. */
+        uint64_t *d = ag_mif_own(a, b, dst);
         if (n->jep == b->jep)
-            ag_mif_merge(b->mif, a->w, dst, c->rows + (size_t)k * a->w);
+            ag_row_and(d, c->rows + (size_t)k * a->w, a->w);
         else
-            ag_mif_merge_since(b->mif, a->n, dst, c->rows + (size_t)k * a->w, b->joined, n->jep);
-        if (b->users == 0 && !ag_mif_any_set(b->mif, a->w, dst)) {
+            ag_row_and_since(d, a->n, c->rows + (size_t)k * a->w, b->joined, n->jep);
+        if (b->users == 0 && !ag_row_any(d, a->w)) {
             ag_stat_unpend(a, b);
             global_recycle(a, b, dst);
         }
@@ -592,6 +572,28 @@ ag_status ag_multi_wait(ag_memalloc *a, uint32_t dst, uint32_t src)
     }
     chan_apply(a, c, dst);
     return AG_OK;
+}
+
+/* b's birth stream learns what every other stream knows (the clean, when
+ * everything enqueued has run).  Sparse: a view without a row of its own
+ * is the common one, which holds the birth's view already. */
+static void birth_learns_all(ag_memalloc *a, ag_block *b)
+{
+    uint32_t w = a->w;
+    if (w == 1) {
+        for (uint32_t o = 0; o < a->n; o++)
+            if (o != b->birth)
+                b->mif[b->birth] &= b->mif[o];
+        return;
+    }
+    const uint16_t *rowsrc = ag_mif_rowsrc(a->n, b);
+    uint64_t *d = NULL;
+    for (uint32_t r = 0; r < b->nrows; r++)
+        if (rowsrc[r] != b->birth) {
+            if (!d)
+                d = ag_mif_own(a, b, b->birth); /* may add a row: b->nrows is read again */
+            ag_row_and(d, b->mif + (size_t)(r + 2u) * w, w);
+        }
 }
 
 ag_status ag_multi_clean(ag_memalloc *a)
@@ -627,10 +629,8 @@ ag_status ag_multi_clean(ag_memalloc *a)
             if (!ag_lrec_live(&as->lrec[k]))
                 continue;
             ag_block *b = as->lrec[k].blk;
-            for (uint32_t o = 0; o < a->n; o++)
-                if (o != b->birth)
-                    ag_mif_merge(b->mif, a->w, b->birth, b->mif + (size_t)o * a->w);
-            if (b->users == 0 && !ag_mif_any_set(b->mif, a->w, b->birth)) {
+            birth_learns_all(a, b);
+            if (b->users == 0 && !ag_row_any(ag_mif_view(a, b, b->birth), a->w)) {
                 ag_stat_unpend(a, b);
                 ag_birth_recycle(a, b);
             }

@@ -230,29 +230,39 @@ static void test_bins(void **state)
     assert_int_equal(ag_binmap_next(map, 3 * 64 + 6), AG_NBINS);
 }
 
-static void test_mif_256(void **state)
+/* The row operations on four-word rows (256 streams). */
+static void test_mif_rows_256(void **state)
 {
     (void)state;
     uint32_t n = 256, w = ag_mif_words(n);
     assert_int_equal(w, 4);
-    uint64_t *mif = calloc((size_t)n * w, sizeof *mif);
-    ag_mif_set_all_observers(mif, n, 200);
-    ag_mif_set_all_observers(mif, n, 3);
-    for (uint32_t m = 0; m < n; m++) {
-        assert_true(ag_mif_is_set(mif, w, m, 200));
-        assert_true(ag_mif_is_set(mif, w, m, 3));
-        assert_false(ag_mif_is_set(mif, w, m, 199));
-    }
-    ag_mif_clear(mif, w, 200, 200);
-    assert_true(ag_mif_any_set(mif, w, 200));
-    /* 255 learns from 200 that 200 released; then from 3's own release */
-    ag_mif_merge(mif, w, 255, mif + (size_t)200 * w);
-    assert_false(ag_mif_is_set(mif, w, 255, 200));
-    ag_mif_clear(mif, w, 3, 3);
-    ag_mif_merge(mif, w, 255, mif + (size_t)3 * w);
-    assert_false(ag_mif_any_set(mif, w, 255));
-    assert_true(ag_mif_any_set(mif, w, 0));
-    free(mif);
+    uint64_t d[4] = {0}, row[4] = {0};
+    uint32_t joined[256] = {0};
+    ag_mif_set(d, w, 0, 200);
+    ag_mif_set(d, w, 0, 3);
+    ag_mif_set(d, w, 0, 130);
+    assert_true(ag_mif_is_set(d, w, 0, 200) && ag_mif_is_set(d, w, 0, 3) && !ag_mif_is_set(d, w, 0, 199));
+    /* a view that knows 200 released */
+    memcpy(row, d, sizeof row);
+    ag_mif_clear(row, w, 0, 200);
+    ag_row_and(d, row, w);
+    assert_false(ag_mif_is_set(d, w, 0, 200));
+    /* a view from before 130 joined: 130's bit is kept, 3's goes */
+    uint64_t old[4] = {0};
+    joined[130] = 7;
+    joined[3] = 2;
+    ag_row_and_since(d, n, old, joined, 5);
+    assert_true(ag_mif_is_set(d, w, 0, 130));
+    assert_false(ag_mif_is_set(d, w, 0, 3));
+    assert_true(ag_row_any(d, w));
+    ag_mif_clear(d, w, 0, 130);
+    assert_false(ag_row_any(d, w));
+    uint32_t seen[4], k = 0, u;
+    AG_MIF_EACH(row, w, u)
+    seen[k++] = u;
+    assert_int_equal(k, 2);
+    assert_int_equal(seen[0], 3);
+    assert_int_equal(seen[1], 130);
 }
 
 /* ---- allocator fixtures ---- */
@@ -1083,6 +1093,106 @@ static void test_streams_256(void **state)
     s = stats(f.a);
     assert_int_equal(s.borrowed, 0);
     assert_int_equal(s.allocated, 0);
+    fix_close(&f);
+}
+
+static bool view_has(fix *f, ag_block *b, uint32_t m, uint32_t s)
+{
+    return ag_mif_is_set(ag_mif_view(f->a, b, m), f->a->w, 0, s);
+}
+
+/* Beyond 64 streams the MIF stores the common view and a row for each
+ * stream whose view differs: a release or a notice makes the row, a join
+ * reaches the common view and every row, a notice sent before a join keeps
+ * the joiner's bit, and the recycle forgets the rows. */
+static void test_mif_sparse_256(void **state)
+{
+    (void)state;
+    fix f;
+    fix_open(&f, 256, AG_ALLOC_MULTI, 0);
+    atomic_int open = 0;
+    gate(&f, 3, &open);
+    gate(&f, 130, &open);
+    ag_block *b = xmalloc(&f, 200, 4096);
+    assert_int_equal(ag_alloc_access(f.a, b, 3), AG_OK);
+    for (uint32_t m = 0; m < 256; m++)
+        assert_true(view_has(&f, b, m, 200) && view_has(&f, b, m, 3) && !view_has(&f, b, m, 130));
+    assert_int_equal(b->nrows, 0);
+    /* 200 releases: its own row, without its bit */
+    assert_int_equal(ag_alloc_free(f.a, b, 200), AG_OK);
+    assert_int_equal(b->nrows, 1);
+    assert_false(view_has(&f, b, 200, 200));
+    assert_true(view_has(&f, b, 255, 200));
+    /* a notice to 255, sent before 130 joins and applied after */
+    assert_int_equal(ag_alloc_send(f.a, 200, 255), AG_OK);
+    assert_int_equal(ag_alloc_access(f.a, b, 130), AG_OK);
+    assert_true(view_has(&f, b, 200, 130) && view_has(&f, b, 7, 130));
+    assert_int_equal(ag_alloc_wait(f.a, 255, 200), AG_OK);
+    assert_int_equal(b->nrows, 2);
+    assert_false(view_has(&f, b, 255, 200));
+    assert_true(view_has(&f, b, 255, 130) && view_has(&f, b, 255, 3));
+    assert_true(view_has(&f, b, 0, 200)); /* a stream with no row: the common view */
+    /* 3 releases; 130's free is the last: its view still counts 3 and 200 */
+    assert_int_equal(ag_alloc_free(f.a, b, 3), AG_OK);
+    assert_int_equal(b->nrows, 3);
+    uint32_t version = b->version;
+    assert_int_equal(ag_alloc_free(f.a, b, 130), AG_OK);
+    const uint64_t *users = ag_mif_scratch(f.a, b); /* as the last free left it */
+    assert_true(ag_mif_is_set(users, f.a->w, 0, 3) && ag_mif_is_set(users, f.a->w, 0, 130));
+    assert_false(ag_mif_is_set(users, f.a->w, 0, 200)); /* the birth needs no event */
+    assert_int_equal(b->version, version); /* 3 and 130 are busy: it waits */
+    atomic_store(&open, 1);
+    assert_int_equal(ag_alloc_sync(f.a, AG_SYNC_LAST), AG_OK);
+    assert_int_equal(ag_alloc_sync(f.a, AG_SYNC_CLEAN), AG_OK);
+    assert_int_equal(stats(f.a).allocated, 0);
+    /* handed out again: the same object, no rows, every view empty */
+    ag_block *c = xmalloc(&f, 200, 4096);
+    assert_ptr_equal(c, b);
+    assert_int_equal(c->nrows, 0);
+    for (uint32_t m = 0; m < 256; m++)
+        assert_int_equal(ag_mif_rowof(256, c)[m], 0);
+    assert_int_equal(ag_alloc_access(f.a, c, 9), AG_OK);
+    assert_true(view_has(&f, c, 255, 9) && view_has(&f, c, 255, 200) && !view_has(&f, c, 255, 3));
+    assert_int_equal(ag_alloc_free(f.a, c, 9), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, c, 200), AG_OK);
+    assert_int_equal(ag_alloc_sync(f.a, AG_SYNC_CLEAN), AG_OK);
+    fix_close(&f);
+}
+
+/* Every stream with a row of its own (sparse MIF): the users are the union
+ * of the rows, no longer the common view.  Here every stream learnt that 5
+ * released, so 5 is no user, though it joined. */
+static void test_mif_sparse_all_rows(void **state)
+{
+    (void)state;
+    fix f;
+    const uint32_t n = 72;
+    fix_open(&f, n, AG_ALLOC_MULTI, 0);
+    atomic_int open = 0;
+    gate(&f, 1, &open);
+    ag_block *b = xmalloc(&f, 0, 4096);
+    for (uint32_t m = 1; m < n; m++)
+        assert_int_equal(ag_alloc_access(f.a, b, m), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, b, 5), AG_OK);
+    for (uint32_t m = 0; m < n; m++)
+        if (m != 5) {
+            assert_int_equal(ag_alloc_send(f.a, 5, m), AG_OK);
+            assert_int_equal(ag_alloc_wait(f.a, m, 5), AG_OK);
+        }
+    assert_int_equal(b->nrows, n);
+    for (uint32_t m = 0; m < n; m++)
+        assert_false(view_has(&f, b, m, 5));
+    assert_true(view_has(&f, b, 0, 1));
+    assert_true(ag_mif_is_set(b->mif, f.a->w, 0, 5)); /* the common view still has it */
+    const uint64_t *users = ag_mif_users(f.a, b);
+    for (uint32_t m = 0; m < n; m++)
+        assert_int_equal(ag_mif_is_set(users, f.a->w, 0, m), m != 5);
+    for (uint32_t m = 0; m < n; m++)
+        if (m != 5)
+            assert_int_equal(ag_alloc_free(f.a, b, m), AG_OK);
+    atomic_store(&open, 1);
+    assert_int_equal(ag_alloc_sync(f.a, AG_SYNC_CLEAN), AG_OK);
+    assert_int_equal(stats(f.a).allocated, 0);
     fix_close(&f);
 }
 
@@ -2040,7 +2150,7 @@ int main(void)
         cmocka_unit_test(test_heap_max_split),
         cmocka_unit_test(test_heap_keep_alone),
         cmocka_unit_test(test_bins),
-        cmocka_unit_test(test_mif_256),
+        cmocka_unit_test(test_mif_rows_256),
         cmocka_unit_test(test_birth_recycle),
         cmocka_unit_test(test_local_borrow_home),
         cmocka_unit_test(test_polled_fallback),
@@ -2058,6 +2168,8 @@ int main(void)
         cmocka_unit_test(test_join_after_send),
         cmocka_unit_test(test_borrow_larger_then_again),
         cmocka_unit_test(test_streams_256),
+        cmocka_unit_test(test_mif_sparse_256),
+        cmocka_unit_test(test_mif_sparse_all_rows),
         cmocka_unit_test(test_l1_geometric),
         cmocka_unit_test(test_l1_tail),
         cmocka_unit_test(test_l1_prepared),

@@ -19,6 +19,12 @@
 
 #define NS 4u
 #define MAXLIVE 48u
+/* A wide world gives the allocator WIDE streams (a MIF of several words
+ * a view, sparse) and drives NS of them, spread over the words; the rest
+ * stay idle.  Seeds with bit 3 set run wide. */
+#define WIDE 130u
+#define IDLE UINT32_MAX
+static const uint32_t wide_map[NS] = {0, 63, 64, 129};
 
 typedef struct kern {
     uint32_t *mem;
@@ -52,7 +58,10 @@ typedef struct retired {
 
 typedef struct world {
     ag_device *dev;
-    ag_dev_stream *s[NS];
+    ag_dev_stream *s[NS]; /* the device stream of each test stream */
+    ag_dev_stream **all;  /* the allocator's na streams */
+    uint32_t na, map[NS]; /* map: the allocator's stream of each test stream */
+    uint32_t *inv;        /* each allocator stream's test stream, or IDLE */
     ag_memalloc *a;
     uint64_t pos[NS], clock[NS][NS], ev[NS][NS][NS];
     retired *ret;
@@ -68,7 +77,7 @@ typedef struct world {
 /* Happens-before hooks (see alloc_internal.h): the allocator orders a
  * stream after a copy of another's clock (an event it made the stream wait
  * for) or every stream after it (an event the host saw complete). */
-static uint64_t hook_mark(void *ud, uint32_t s)
+static uint64_t hook_mark(void *ud, uint32_t as)
 {
     world *w = ud;
     if (w->threaded)
@@ -77,22 +86,31 @@ static uint64_t hook_mark(void *ud, uint32_t s)
         w->capmarks = w->capmarks ? w->capmarks * 2u : 256u;
         w->marks = realloc(w->marks, w->capmarks * sizeof *w->marks);
     }
-    w->clock[s][s] = w->pos[s];
-    memcpy(w->marks[w->nmarks], w->clock[s], sizeof w->clock[s]);
+    uint32_t s = w->inv[as];
+    if (s == IDLE) { /* an idle stream has run nothing */
+        memset(w->marks[w->nmarks], 0, sizeof w->marks[w->nmarks]);
+    } else {
+        w->clock[s][s] = w->pos[s];
+        memcpy(w->marks[w->nmarks], w->clock[s], sizeof w->clock[s]);
+    }
     uint64_t m = ++w->nmarks;
     if (w->threaded)
         pthread_mutex_unlock(&w->mu);
     return m;
 }
 
-static void hook_join(void *ud, uint32_t s, uint64_t mark)
+static void hook_join(void *ud, uint32_t as, uint64_t mark)
 {
     world *w = ud;
+    bool all = as == UINT32_MAX;
+    uint32_t s = all ? 0 : w->inv[as];
+    if (s == IDLE)
+        return; /* an idle stream runs nothing the checker orders */
     if (w->threaded)
         pthread_mutex_lock(&w->mu);
     const uint64_t *m = w->marks[mark - 1u];
     for (uint32_t d = 0; d < NS; d++) {
-        if (s != UINT32_MAX && d != s)
+        if (!all && d != s)
             continue;
         for (uint32_t u = 0; u < NS; u++)
             if (m[u] > w->clock[d][u])
@@ -100,6 +118,31 @@ static void hook_join(void *ud, uint32_t s, uint64_t mark)
     }
     if (w->threaded)
         pthread_mutex_unlock(&w->mu);
+}
+
+/* The device streams: na for the allocator, NS of them driven. */
+static void open_streams(world *w, bool wide)
+{
+    w->na = wide ? WIDE : NS;
+    w->all = calloc(w->na, sizeof *w->all);
+    w->inv = malloc(w->na * sizeof *w->inv);
+    for (uint32_t k = 0; k < w->na; k++) {
+        assert_int_equal(ag_dev_stream_create(w->dev, &w->all[k]), AG_OK);
+        w->inv[k] = IDLE;
+    }
+    for (uint32_t k = 0; k < NS; k++) {
+        w->map[k] = wide ? wide_map[k] : k;
+        w->inv[w->map[k]] = k;
+        w->s[k] = w->all[w->map[k]];
+    }
+}
+
+static void close_streams(world *w)
+{
+    for (uint32_t k = 0; k < w->na; k++)
+        ag_dev_stream_destroy(w->dev, w->all[k]);
+    free(w->all);
+    free(w->inv);
 }
 
 static uint64_t rnd(uint64_t *s)
@@ -182,15 +225,14 @@ static uint32_t run_seed(uint64_t seed, uint32_t steps)
     if (tight)
         dc.capacity[AG_MEM_HBM] = 1u << 20;
     assert_int_equal(ag_device_sim_create(dctx, &dc, &w.dev), AG_OK);
-    for (uint32_t k = 0; k < NS; k++)
-        assert_int_equal(ag_dev_stream_create(w.dev, &w.s[k]), AG_OK);
+    open_streams(&w, (seed >> 3) & 1u);
     ag_alloc_config c;
     ag_alloc_config_default(&c);
-    c.nstreams = NS;
+    c.nstreams = w.na;
     c.mode = (seed & 1u) ? AG_ALLOC_BASELINE : AG_ALLOC_MULTI;
     if ((seed >> 2) & 1u)
         scale_config(&c);
-    assert_int_equal(ag_alloc_create(actx, w.dev, w.s, &c, &w.a), AG_OK);
+    assert_int_equal(ag_alloc_create(actx, w.dev, w.all, &c, &w.a), AG_OK);
     w.a->hb_mark = hook_mark;
     w.a->hb_join = hook_join;
     w.a->hb_ud = &w;
@@ -202,7 +244,7 @@ static uint32_t run_seed(uint64_t seed, uint32_t steps)
         if (op < 4 && nlive < MAXLIVE) {
             sblk *b = &live[nlive++];
             memset(b, 0, sizeof *b);
-            ag_status ast = ag_alloc_malloc(w.a, s, 64u << (rnd(&st) % 12u), &b->b);
+            ag_status ast = ag_alloc_malloc(w.a, w.map[s], 64u << (rnd(&st) % 12u), &b->b);
             if (tight && ast == AG_ENOMEM) {
                 assert_string_not_equal(ag_ctx_errmsg(actx), "");
                 assert_null(b->b);
@@ -221,10 +263,10 @@ static uint32_t run_seed(uint64_t seed, uint32_t steps)
             uint32_t from = (uint32_t)__builtin_ctz(b->holders);
             if (b->holders & (1u << s))
                 continue;
-            assert_int_equal(ag_alloc_access(w.a, b->b, s), AG_OK);
-            assert_int_equal(ag_alloc_send(w.a, from, s), AG_OK);
+            assert_int_equal(ag_alloc_access(w.a, b->b, w.map[s]), AG_OK);
+            assert_int_equal(ag_alloc_send(w.a, w.map[from], w.map[s]), AG_OK);
             memcpy(w.ev[from][s], w.clock[from], sizeof w.clock[from]);
-            assert_int_equal(ag_alloc_wait(w.a, s, from), AG_OK);
+            assert_int_equal(ag_alloc_wait(w.a, w.map[s], w.map[from]), AG_OK);
             for (uint32_t u = 0; u < NS; u++)
                 if (w.ev[from][s][u] > w.clock[s][u])
                     w.clock[s][u] = w.ev[from][s][u];
@@ -246,7 +288,7 @@ static uint32_t run_seed(uint64_t seed, uint32_t steps)
                 e->hi = e->lo + ag_block_size(b->b);
                 memcpy(e->last, b->last, sizeof e->last);
             }
-            assert_int_equal(ag_alloc_free(w.a, b->b, h), AG_OK);
+            assert_int_equal(ag_alloc_free(w.a, b->b, w.map[h]), AG_OK);
             if (!b->holders)
                 live[k] = live[--nlive];
         } else if (rnd(&st) % 32u == 0) {
@@ -258,9 +300,9 @@ static uint32_t run_seed(uint64_t seed, uint32_t steps)
             uint32_t d = (uint32_t)(rnd(&st) % NS);
             if (d == s)
                 continue;
-            assert_int_equal(ag_alloc_send(w.a, s, d), AG_OK);
+            assert_int_equal(ag_alloc_send(w.a, w.map[s], w.map[d]), AG_OK);
             memcpy(w.ev[s][d], w.clock[s], sizeof w.clock[s]);
-            assert_int_equal(ag_alloc_wait(w.a, d, s), AG_OK);
+            assert_int_equal(ag_alloc_wait(w.a, w.map[d], w.map[s]), AG_OK);
             for (uint32_t u = 0; u < NS; u++)
                 if (w.ev[s][d][u] > w.clock[d][u])
                     w.clock[d][u] = w.ev[s][d][u];
@@ -271,7 +313,7 @@ static uint32_t run_seed(uint64_t seed, uint32_t steps)
         while (b->holders) {
             uint32_t h = (uint32_t)__builtin_ctz(b->holders);
             b->holders &= ~(1u << h);
-            assert_int_equal(ag_alloc_free(w.a, b->b, h), AG_OK);
+            assert_int_equal(ag_alloc_free(w.a, b->b, w.map[h]), AG_OK);
         }
     }
     assert_int_equal(ag_alloc_sync(w.a, AG_SYNC_LAST), AG_OK);
@@ -280,16 +322,15 @@ static uint32_t run_seed(uint64_t seed, uint32_t steps)
     ag_alloc_stats_get(w.a, &as, NULL);
     unsigned bad = atomic_load(&w.bad);
     if (bad || w.violations || as.allocated)
-        fprintf(stderr, "stress seed %llu (%s): %u wrong stamps, %llu unordered reuses, %llu bytes still allocated\n",
-                (unsigned long long)seed, ag_alloc_mode_name(c.mode), bad, (unsigned long long)w.violations,
+        fprintf(stderr, "stress seed %llu (%s, %u streams): %u wrong stamps, %llu unordered reuses, %llu bytes still allocated\n",
+                (unsigned long long)seed, ag_alloc_mode_name(c.mode), w.na, bad, (unsigned long long)w.violations,
                 (unsigned long long)as.allocated);
     assert_int_equal(bad, 0);
     assert_int_equal(w.violations, 0);
     assert_int_equal(as.allocated, 0);
     assert_int_equal(as.pending, 0);
     ag_alloc_destroy(w.a);
-    for (uint32_t k = 0; k < NS; k++)
-        ag_dev_stream_destroy(w.dev, w.s[k]);
+    close_streams(&w);
     ag_device_destroy(w.dev);
     free(w.ret);
     free(w.marks);
@@ -398,7 +439,7 @@ static void send_post(tworld *tw, uint32_t s, uint32_t d, mblk *b)
 {
     world *w = &tw->w;
     pthread_mutex_lock(&tw->chan[s][d]);
-    TCHECK(tw->actx, ag_alloc_send(w->a, s, d) == AG_OK);
+    TCHECK(tw->actx, ag_alloc_send(w->a, w->map[s], w->map[d]) == AG_OK);
     pthread_mutex_lock(&w->mu);
     w->clock[s][s] = w->pos[s];
     memcpy(tw->sent[s][d], w->clock[s], sizeof w->clock[s]);
@@ -430,7 +471,7 @@ static bool receive(tworld *tw, uint32_t s, mblk **live, uint32_t *nlive)
         if (tw->sent[m.from][s][u] > w->clock[s][u])
             w->clock[s][u] = tw->sent[m.from][s][u];
     pthread_mutex_unlock(&w->mu);
-    TCHECK(tw->actx, ag_alloc_wait(w->a, s, m.from) == AG_OK);
+    TCHECK(tw->actx, ag_alloc_wait(w->a, w->map[s], w->map[m.from]) == AG_OK);
     pthread_mutex_unlock(&tw->chan[m.from][s]);
     pthread_mutex_lock(&w->mu);
     if (m.blk) {
@@ -460,7 +501,7 @@ static void tfree(tworld *tw, uint32_t s, mblk *b)
     }
     ag_block *blk = b->b; /* once mu is released the last holder may free b */
     pthread_mutex_unlock(&w->mu);
-    TCHECK(tw->actx, ag_alloc_free(w->a, blk, s) == AG_OK);
+    TCHECK(tw->actx, ag_alloc_free(w->a, blk, w->map[s]) == AG_OK);
     if (last)
         free(b);
 }
@@ -481,7 +522,7 @@ static void *driver(void *arg)
             /* few sizes, so that memory comes back often; now and then a large
              * block (its own region, which can move between streams) */
             uint64_t size = rnd(&st) % 16u ? 512u << (rnd(&st) % 4u) : (2u << 20) + (rnd(&st) % 4u) * (1u << 20);
-            ag_status ast = ag_alloc_malloc(w->a, s, size, &b->b);
+            ag_status ast = ag_alloc_malloc(w->a, w->map[s], size, &b->b);
             if (tw->tight && ast == AG_ENOMEM) {
                 TCHECK(tw->actx, b->b == NULL);
                 atomic_fetch_add(&tw->ooms, 1u);
@@ -511,7 +552,7 @@ static void *driver(void *arg)
             pthread_mutex_unlock(&w->mu);
             if (!ok)
                 continue;
-            TCHECK(tw->actx, ag_alloc_access(w->a, b->b, d) == AG_OK);
+            TCHECK(tw->actx, ag_alloc_access(w->a, b->b, w->map[d]) == AG_OK);
             send_post(tw, s, d, b);
         } else if (op < 8 && nlive) {
             uint32_t k = (uint32_t)(rnd(&st) % nlive);
@@ -569,15 +610,14 @@ static uint32_t run_threaded(uint64_t seed, uint32_t steps, ag_alloc_mode mode, 
     if (tight)
         dc.capacity[AG_MEM_HBM] = 8u << 20;
     assert_int_equal(ag_device_sim_create(dctx, &dc, &w->dev), AG_OK);
-    for (uint32_t k = 0; k < NS; k++)
-        assert_int_equal(ag_dev_stream_create(w->dev, &w->s[k]), AG_OK);
+    open_streams(w, (seed >> 3) & 1u);
     ag_alloc_config c;
     ag_alloc_config_default(&c);
-    c.nstreams = NS;
+    c.nstreams = w->na;
     c.mode = mode;
     if ((seed >> 2) & 1u)
         scale_config(&c);
-    assert_int_equal(ag_alloc_create(actx, w->dev, w->s, &c, &w->a), AG_OK);
+    assert_int_equal(ag_alloc_create(actx, w->dev, w->all, &c, &w->a), AG_OK);
     pthread_mutex_init(&w->mu, NULL);
     tw->actx = actx;
     for (uint32_t i = 0; i < NS; i++)
@@ -601,8 +641,8 @@ static uint32_t run_threaded(uint64_t seed, uint32_t steps, ag_alloc_mode mode, 
     ag_alloc_stats_get(w->a, &as, NULL);
     unsigned bad = atomic_load(&w->bad);
     if (bad || w->violations || as.allocated)
-        fprintf(stderr, "threaded stress seed %llu (%s): %u wrong stamps, %llu unordered reuses, %llu bytes still allocated\n",
-                (unsigned long long)seed, ag_alloc_mode_name(mode), bad, (unsigned long long)w->violations,
+        fprintf(stderr, "threaded stress seed %llu (%s, %u streams): %u wrong stamps, %llu unordered reuses, %llu bytes still allocated\n",
+                (unsigned long long)seed, ag_alloc_mode_name(mode), w->na, bad, (unsigned long long)w->violations,
                 (unsigned long long)as.allocated);
     assert_int_equal(bad, 0);
     assert_int_equal(w->violations, 0);
@@ -610,8 +650,7 @@ static uint32_t run_threaded(uint64_t seed, uint32_t steps, ag_alloc_mode mode, 
     assert_int_equal(as.pending, 0);
     assert_true(as.mallocs > 0);
     ag_alloc_destroy(w->a);
-    for (uint32_t k = 0; k < NS; k++)
-        ag_dev_stream_destroy(w->dev, w->s[k]);
+    close_streams(w);
     ag_device_destroy(w->dev);
     pthread_mutex_destroy(&w->mu);
     for (uint32_t i = 0; i < NS; i++)
