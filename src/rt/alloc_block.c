@@ -22,7 +22,7 @@ uint64_t *ag_mif_make_row(ag_memalloc *a, ag_block *b, uint32_t m)
 {
     uint32_t w = a->w, r = b->nrows++;
     ag_assert(w > 1u && r < a->n && ag_mif_rowof(a->n, b)[m] == 0);
-    uint64_t *row = b->mif + (size_t)(r + 2u) * w;
+    uint64_t *row = ag_mif_row(b, w, r);
     memcpy(row, b->mif, w * sizeof *row);
     ag_mif_rowof(a->n, b)[m] = (uint16_t)(r + 1u);
     ag_mif_rowsrc(a->n, b)[r] = (uint16_t)m;
@@ -40,9 +40,8 @@ void ag_mif_join(ag_memalloc *a, ag_block *b, uint32_t s)
         return;
     }
     *p |= bit; /* the common view, then each row */
-    p += 2u * w;
-    for (uint32_t r = 0; r < b->nrows; r++, p += w)
-        *p |= bit;
+    for (uint32_t r = 0; r < b->nrows; r++)
+        ag_mif_row(b, w, r)[s / 64u] |= bit;
 }
 
 void ag_mif_reset(const ag_memalloc *a, ag_block *b)

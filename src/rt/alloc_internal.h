@@ -197,7 +197,7 @@ static inline void ag_row_and(uint64_t *d, const uint64_t *row, uint32_t w)
  * has released nothing the view could know of, so its bit is kept. */
 void ag_row_and_since(uint64_t *d, uint32_t n, const uint64_t *row, const uint32_t *joined, uint32_t since);
 
-/* ---- block objects ---- *//* ---- block objects ---- */
+/* ---- block objects ---- */
 #define AG_LR_SLOTS 3u
 enum { AG_BLK_FREE = 0, AG_BLK_LIVE, AG_BLK_BORROWED, AG_BLK_TRANSIT };
 enum { AG_POOL_SMALL = 0, AG_POOL_LARGE = 1 };
@@ -246,6 +246,8 @@ static inline size_t ag_block_bytes(uint32_t n, uint32_t w)
 }
 static inline uint16_t *ag_mif_rowof(uint32_t n, const ag_block *b) { return (uint16_t *)(b->joined + n); }
 static inline uint16_t *ag_mif_rowsrc(uint32_t n, const ag_block *b) { return ag_mif_rowof(n, b) + n; }
+/* Row r (from 0) of a sparse MIF of w words a view. */
+static inline uint64_t *ag_mif_row(const ag_block *b, uint32_t w, uint32_t r) { return b->mif + (size_t)(r + 2u) * w; }
 
 /* ---- L3 borrow allocator of one stream ---- */
 typedef struct ag_borrow {
@@ -431,7 +433,7 @@ static inline const uint64_t *ag_mif_view(const ag_memalloc *a, const ag_block *
     if (a->w == 1u)
         return b->mif + m;
     uint32_t r = ag_mif_rowof(a->n, b)[m];
-    return b->mif + (size_t)(r ? r + 1u : 0u) * a->w;
+    return r ? ag_mif_row(b, a->w, r - 1u) : b->mif;
 }
 /* Stream m's view, to change: a sparse MIF makes m's row from the common
  * view if m has none (there is room for one per stream). */
@@ -441,7 +443,7 @@ static inline uint64_t *ag_mif_own(ag_memalloc *a, ag_block *b, uint32_t m)
     if (a->w == 1u)
         return b->mif + m;
     uint32_t r = ag_mif_rowof(a->n, b)[m];
-    return r ? b->mif + (size_t)(r + 1u) * a->w : ag_mif_make_row(a, b, m);
+    return r ? ag_mif_row(b, a->w, r - 1u) : ag_mif_make_row(a, b, m);
 }
 /* A row of W words for the callers' own use. */
 static inline uint64_t *ag_mif_scratch(const ag_memalloc *a, const ag_block *b)
@@ -466,9 +468,11 @@ static inline uint64_t *ag_mif_users(const ag_memalloc *a, const ag_block *b)
         return any;
     }
     memset(any, 0, a->w * sizeof *any);
-    for (uint32_t r = 0; r < b->nrows; r++)
+    for (uint32_t r = 0; r < b->nrows; r++) {
+        const uint64_t *row = ag_mif_row(b, a->w, r);
         for (uint32_t k = 0; k < a->w; k++)
-            any[k] |= b->mif[(size_t)(r + 2u) * a->w + k];
+            any[k] |= row[k];
+    }
     return any;
 }
 /* Stream s joins: its bit in every view. */

@@ -592,7 +592,7 @@ static void birth_learns_all(ag_memalloc *a, ag_block *b)
         if (rowsrc[r] != b->birth) {
             if (!d)
                 d = ag_mif_own(a, b, b->birth); /* may add a row: b->nrows is read again */
-            ag_row_and(d, b->mif + (size_t)(r + 2u) * w, w);
+            ag_row_and(d, ag_mif_row(b, w, r), w);
         }
 }
 
