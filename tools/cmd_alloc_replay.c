@@ -79,9 +79,10 @@ static void print_result(const char *mode, const ag_alloc_replay_result *r)
            (unsigned long long)s->birth_recycles, (unsigned long long)s->borrow_recycles,
            (unsigned long long)s->local_recycles, (unsigned long long)s->borrow_hits,
            (unsigned long long)s->returned_home);
-    printf("  notices: sent %llu, applied %llu, stale %llu; device allocations %llu, retries %llu\n",
+    printf("  notices: sent %llu, applied %llu, stale %llu, dropped %llu; device allocations %llu, retries %llu\n",
            (unsigned long long)s->notices_sent, (unsigned long long)s->notices_applied,
-           (unsigned long long)s->notices_stale, (unsigned long long)s->device_allocs,
+           (unsigned long long)s->notices_stale, (unsigned long long)s->notices_dropped,
+           (unsigned long long)s->device_allocs,
            (unsigned long long)s->retries);
     printf("  polled: %llu events queried, %llu streams asked idle, %llu recycles; regions moved %llu (%llu waits), gathered %llu\n",
            (unsigned long long)s->event_polls, (unsigned long long)s->stream_queries,

@@ -136,6 +136,10 @@ typedef struct ag_alloc_stats {
      * left their fallback events to a pool miss (ag_alloc_config.fallback_min),
      * and how many of those a pool miss still found waiting for a notice */
     uint64_t fallbacks_deferred, fallbacks_recorded;
+    /* multi mode beyond 64 streams: notices left unapplied because the host
+     * had no memory for the receiving stream's view (the blocks wait for
+     * their fallback instead) */
+    uint64_t notices_dropped;
 } ag_alloc_stats;
 
 /* Creates an allocator over dev for the streams streams[0..cfg->nstreams-1]

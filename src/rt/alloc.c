@@ -125,6 +125,8 @@ void ag_alloc_destroy(ag_memalloc *a)
     size_t bb = ag_block_bytes(a->n, a->w);
     for (ag_block *b = a->all; b;) {
         ag_block *nx = b->all_next;
+        if (b->rows)
+            ag_free(ctx, b->rows, ag_mif_rows_bytes(b->rowcap, a->w));
         ag_free(ctx, b, bb);
         b = nx;
     }

@@ -18,14 +18,38 @@ void ag_row_and_since(uint64_t *d, uint32_t n, const uint64_t *row, const uint32
     }
 }
 
+bool ag_mif_grow(ag_memalloc *a, ag_block *b)
+{
+    uint32_t w = a->w, cap = b->rowcap ? 2u * b->rowcap : 4u;
+    if (cap > a->n)
+        cap = a->n;
+    ag_assert(w > 1u && b->nrows == b->rowcap && cap > b->rowcap);
+    uint64_t *rows = ag_alloc(a->ctx, ag_mif_rows_bytes(cap, w));
+    if (!rows)
+        return false;
+    if (b->rows) {
+        memcpy(rows, b->rows, (size_t)b->nrows * w * sizeof *rows);
+        memcpy(rows + (size_t)cap * w, ag_mif_rowsrc(w, b), b->nrows * sizeof(uint16_t));
+        ag_free(a->ctx, b->rows, ag_mif_rows_bytes(b->rowcap, w));
+    }
+    b->rows = rows;
+    b->rowcap = cap;
+    return true;
+}
+
+ag_status ag_mif_oom(ag_memalloc *a)
+{
+    return AG_ERR(a->ctx, AG_ENOMEM, "out of memory: the views of a block shared among %u streams", a->n);
+}
+
 uint64_t *ag_mif_make_row(ag_memalloc *a, ag_block *b, uint32_t m)
 {
     uint32_t w = a->w, r = b->nrows++;
-    ag_assert(w > 1u && r < a->n && ag_mif_rowof(a->n, b)[m] == 0);
+    ag_assert(w > 1u && r < b->rowcap && ag_mif_rowof(a->n, b)[m] == 0);
     uint64_t *row = ag_mif_row(b, w, r);
     memcpy(row, b->mif, w * sizeof *row);
     ag_mif_rowof(a->n, b)[m] = (uint16_t)(r + 1u);
-    ag_mif_rowsrc(a->n, b)[r] = (uint16_t)m;
+    ag_mif_rowsrc(w, b)[r] = (uint16_t)m;
     return row;
 }
 
@@ -44,14 +68,12 @@ void ag_mif_join(ag_memalloc *a, ag_block *b, uint32_t s)
         ag_mif_row(b, w, r)[s / 64u] |= bit;
 }
 
-void ag_mif_reset(const ag_memalloc *a, ag_block *b)
+void ag_mif_reset_sparse(const ag_memalloc *a, ag_block *b)
 {
-    if (a->w == 1u) {
-        memset(b->mif, 0, (size_t)a->n * sizeof *b->mif);
-        return;
-    }
     memset(b->mif, 0, a->w * sizeof *b->mif);
-    uint16_t *rowof = ag_mif_rowof(a->n, b), *rowsrc = ag_mif_rowsrc(a->n, b);
+    if (b->nrows == 0)
+        return;
+    uint16_t *rowof = ag_mif_rowof(a->n, b), *rowsrc = ag_mif_rowsrc(a->w, b);
     for (uint32_t r = 0; r < b->nrows; r++)
         rowof[rowsrc[r]] = 0;
     b->nrows = 0;

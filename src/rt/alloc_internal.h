@@ -155,11 +155,13 @@ bool ag_heap_check(const ag_heap *h);
  * Up to 64 streams (W = 1) each stream's view is stored, one word each
  * (dense: row m at mif + m, the scratch row after them).  Beyond, only the
  * views that differ from the common one are (sparse: the common view at
- * mif, the scratch row at mif + W, then row r of the rows made so far at
- * mif + (r + 2) W; rowof[m] is m's row plus one, 0 for the common view).
+ * mif, the scratch row at mif + W; row r of the rows made so far at
+ * rows + r W, in a buffer of its own that grows by doubling; rowof[m] is
+ * m's row plus one, 0 for the common view).
  * A stream's row is made the first time its view is to lose a bit, so an
  * access, a last free and a recycle cost the rows that exist, never
- * nstreams rows. ---- */
+ * nstreams rows, and a block object holds room for the rows it has needed,
+ * not one per stream. ---- */
 static inline uint32_t ag_mif_words(uint32_t n) { return (n + 63u) / 64u; }
 static inline void ag_mif_set(uint64_t *mif, uint32_t w, uint32_t m, uint32_t s)
 {
@@ -232,22 +234,34 @@ struct ag_block {
     uint32_t *occ;                      /* per-stream occupy counts */
     uint32_t *joined;                   /* per stream: jep at its latest join (never reset) */
     uint64_t *mif;                      /* the views (see above); baseline: row 0 = recorded uses */
+    /* sparse MIF: room for rowcap rows of W words, then each row's stream
+     * (rowcap uint16_t); kept while the object is pooled */
+    uint64_t *rows;
+    uint32_t rowcap;
 };
 
 /* Bytes of a block object: the MIF (dense: nstreams rows and the scratch
- * row; sparse: the common and scratch rows and room for nstreams rows),
- * the use counts and the join marks, then for a sparse MIF each stream's
- * row index and each row's stream. */
-static inline size_t ag_mif_all_words(uint32_t n, uint32_t w) { return (size_t)(w == 1u ? n + 1u : n + 2u) * w; }
+ * row; sparse: the common and scratch rows), the use counts and the join
+ * marks, then for a sparse MIF each stream's row index.  A sparse MIF's
+ * rows are apart (ag_mif_rows_bytes). */
+static inline size_t ag_mif_all_words(uint32_t n, uint32_t w) { return (size_t)(w == 1u ? n + 1u : 2u) * w; }
 static inline size_t ag_block_bytes(uint32_t n, uint32_t w)
 {
-    size_t idx = w == 1u ? 0u : (size_t)n * 2u * sizeof(uint16_t);
+    size_t idx = w == 1u ? 0u : (size_t)n * sizeof(uint16_t);
     return sizeof(ag_block) + ag_mif_all_words(n, w) * sizeof(uint64_t) + (size_t)n * 2u * sizeof(uint32_t) + idx;
 }
+static inline size_t ag_mif_rows_bytes(uint32_t cap, uint32_t w)
+{
+    return (size_t)cap * (w * sizeof(uint64_t) + sizeof(uint16_t));
+}
 static inline uint16_t *ag_mif_rowof(uint32_t n, const ag_block *b) { return (uint16_t *)(b->joined + n); }
-static inline uint16_t *ag_mif_rowsrc(uint32_t n, const ag_block *b) { return ag_mif_rowof(n, b) + n; }
+/* The stream of each row made. */
+static inline uint16_t *ag_mif_rowsrc(uint32_t w, const ag_block *b)
+{
+    return (uint16_t *)(b->rows + (size_t)b->rowcap * w);
+}
 /* Row r (from 0) of a sparse MIF of w words a view. */
-static inline uint64_t *ag_mif_row(const ag_block *b, uint32_t w, uint32_t r) { return b->mif + (size_t)(r + 2u) * w; }
+static inline uint64_t *ag_mif_row(const ag_block *b, uint32_t w, uint32_t r) { return b->rows + (size_t)r * w; }
 
 /* ---- L3 borrow allocator of one stream ---- */
 typedef struct ag_borrow {
@@ -435,8 +449,21 @@ static inline const uint64_t *ag_mif_view(const ag_memalloc *a, const ag_block *
     uint32_t r = ag_mif_rowof(a->n, b)[m];
     return r ? ag_mif_row(b, a->w, r - 1u) : b->mif;
 }
-/* Stream m's view, to change: a sparse MIF makes m's row from the common
- * view if m has none (there is room for one per stream). */
+/* Room for stream m's view to change: a sparse MIF whose row buffer is
+ * full grows it when m has no row yet.  ag_mif_grow: false when the host
+ * allocation fails (no message); ag_mif_room raises AG_ENOMEM. */
+bool ag_mif_grow(ag_memalloc *a, ag_block *b);
+static inline bool ag_mif_has_room(const ag_memalloc *a, const ag_block *b, uint32_t m)
+{
+    return a->w == 1u || b->nrows < b->rowcap || ag_mif_rowof(a->n, b)[m] != 0;
+}
+ag_status ag_mif_oom(ag_memalloc *a);
+static inline ag_status ag_mif_room(ag_memalloc *a, ag_block *b, uint32_t m)
+{
+    return ag_mif_has_room(a, b, m) || ag_mif_grow(a, b) ? AG_OK : ag_mif_oom(a);
+}
+/* Stream m's view, to change (room made first): a sparse MIF makes m's row
+ * from the common view if m has none. */
 uint64_t *ag_mif_make_row(ag_memalloc *a, ag_block *b, uint32_t m);
 static inline uint64_t *ag_mif_own(ag_memalloc *a, ag_block *b, uint32_t m)
 {
@@ -478,7 +505,14 @@ static inline uint64_t *ag_mif_users(const ag_memalloc *a, const ag_block *b)
 /* Stream s joins: its bit in every view. */
 void ag_mif_join(ag_memalloc *a, ag_block *b, uint32_t s);
 /* Every view empty (the block is handed out afresh). */
-void ag_mif_reset(const ag_memalloc *a, ag_block *b);
+void ag_mif_reset_sparse(const ag_memalloc *a, ag_block *b);
+static inline void ag_mif_reset(const ag_memalloc *a, ag_block *b)
+{
+    if (a->w == 1u)
+        memset(b->mif, 0, (size_t)a->n * sizeof *b->mif);
+    else
+        ag_mif_reset_sparse(a, b);
+}
 void ag_borrow_insert(ag_memalloc *a, ag_borrow *br, ag_block *b, uint32_t holder);
 void ag_borrow_remove(ag_memalloc *a, ag_borrow *br, ag_block *b);
 /* Smallest borrowed block of at least size and at most max bytes; NULL if none. */

@@ -200,7 +200,7 @@ ag_status ag_multi_access(ag_memalloc *a, ag_block *b, uint32_t dst)
     return AG_OK;
 }
 
-static void fallback_done(ag_memalloc *a, ag_block *b)
+static inline void fallback_done(ag_memalloc *a, ag_block *b)
 {
     ag_stat_unpend(a, b);
     a->s.polled_recycles++;
@@ -347,6 +347,7 @@ static __attribute__((noinline)) ag_status last_free(ag_memalloc *a, ag_block *b
 {
     ag_assert(b->users == 1 && b->occ[stream] == 1); /* the one use left is stream's */
     AG_TRY(ag_lrec_reserve(a, stream));
+    AG_TRY(ag_mif_room(a, b, stream));
     /* Reserve the fallback's events, or its waiting entry, before changing
      * anything (one event per stream that any view still counts). */
     uint64_t *any = ag_mif_users(a, b);
@@ -419,8 +420,10 @@ ag_status ag_multi_free(ag_memalloc *a, ag_block *b, uint32_t stream)
     }
     /* not the last use: stream may release its share, to be told in its
      * notices */
-    if (b->occ[stream] == 1)
+    if (b->occ[stream] == 1) {
         AG_TRY(ag_lrec_reserve(a, stream));
+        AG_TRY(ag_mif_room(a, b, stream));
+    }
     b->occ[stream]--;
     b->users--;
     if (b->occ[stream] == 0) {
@@ -535,6 +538,12 @@ static void chan_apply(ag_memalloc *a, ag_chan *c, uint32_t dst)
             a->s.notices_stale++; /* recycled since: another waiter was first */
             continue;
         }
+        if (!ag_mif_has_room(a, b, dst) && !ag_mif_grow(a, b)) {
+            /* no host memory for dst's row: dst learns nothing from it,
+             * and the block waits for the fallback (or a later notice) */
+            a->s.notices_dropped++;
+            continue;
+        }
         a->s.notices_applied++;
         /* A stream that joined since the send is absent from the carried
          * row, yet still uses the block: its bit must survive the merge. */
@@ -576,24 +585,29 @@ ag_status ag_multi_wait(ag_memalloc *a, uint32_t dst, uint32_t src)
 
 /* b's birth stream learns what every other stream knows (the clean, when
  * everything enqueued has run).  Sparse: a view without a row of its own
- * is the common one, which holds the birth's view already. */
-static void birth_learns_all(ag_memalloc *a, ag_block *b)
+ * is the common one, which holds the birth's view already.  False when
+ * there was no host memory for the birth's row. */
+static bool birth_learns_all(ag_memalloc *a, ag_block *b)
 {
     uint32_t w = a->w;
     if (w == 1) {
         for (uint32_t o = 0; o < a->n; o++)
             if (o != b->birth)
                 b->mif[b->birth] &= b->mif[o];
-        return;
+        return true;
     }
-    const uint16_t *rowsrc = ag_mif_rowsrc(a->n, b);
     uint64_t *d = NULL;
     for (uint32_t r = 0; r < b->nrows; r++)
-        if (rowsrc[r] != b->birth) {
-            if (!d)
-                d = ag_mif_own(a, b, b->birth); /* may add a row: b->nrows is read again */
+        if (ag_mif_rowsrc(w, b)[r] != b->birth) {
+            if (!d) {
+                /* may add a row, or move them all: read again below */
+                if (!ag_mif_has_room(a, b, b->birth) && !ag_mif_grow(a, b))
+                    return false;
+                d = ag_mif_own(a, b, b->birth);
+            }
             ag_row_and(d, ag_mif_row(b, w, r), w);
         }
+    return true;
 }
 
 ag_status ag_multi_clean(ag_memalloc *a)
@@ -629,8 +643,10 @@ ag_status ag_multi_clean(ag_memalloc *a)
             if (!ag_lrec_live(&as->lrec[k]))
                 continue;
             ag_block *b = as->lrec[k].blk;
-            birth_learns_all(a, b);
-            if (b->users == 0 && !ag_row_any(ag_mif_view(a, b, b->birth), a->w)) {
+            /* without the birth's row, its users being none is enough:
+             * every use it had has run */
+            bool learnt = birth_learns_all(a, b);
+            if (b->users == 0 && (!learnt || !ag_row_any(ag_mif_view(a, b, b->birth), a->w))) {
                 ag_stat_unpend(a, b);
                 ag_birth_recycle(a, b);
             }

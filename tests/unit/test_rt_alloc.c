@@ -275,11 +275,20 @@ typedef struct fix {
     ag_memalloc *a;
 } fix;
 
+/* When set, the next fixtures' contexts allocate through it. */
+static ag_testalloc *fix_ta;
+
 /* cfg: NULL for the defaults with n streams in mode */
 static void fix_open_cfg(fix *f, uint32_t n, ag_alloc_mode mode, uint64_t hbm, const ag_alloc_config *cfg)
 {
     memset(f, 0, sizeof *f);
-    f->ctx = agtest_ctx();
+    if (fix_ta) {
+        ag_allocator hook = ag_testalloc_hook(fix_ta);
+        f->ctx = ag_ctx_create(&hook);
+        assert_non_null(f->ctx);
+    } else {
+        f->ctx = agtest_ctx();
+    }
     ag_device_sim_config dc = ag_device_sim_defaults();
     if (hbm)
         dc.capacity[AG_MEM_HBM] = hbm;
@@ -1135,6 +1144,8 @@ static void test_mif_sparse_256(void **state)
     /* 3 releases; 130's free is the last: its view still counts 3 and 200 */
     assert_int_equal(ag_alloc_free(f.a, b, 3), AG_OK);
     assert_int_equal(b->nrows, 3);
+    assert_int_equal(b->rowcap, 4); /* room for the rows made, not for 256 */
+    assert_true(ag_block_bytes(256, 4) < 3u * 1024u);
     uint32_t version = b->version;
     assert_int_equal(ag_alloc_free(f.a, b, 130), AG_OK);
     const uint64_t *users = ag_mif_scratch(f.a, b); /* as the last free left it */
@@ -1180,6 +1191,7 @@ static void test_mif_sparse_all_rows(void **state)
             assert_int_equal(ag_alloc_wait(f.a, m, 5), AG_OK);
         }
     assert_int_equal(b->nrows, n);
+    assert_int_equal(b->rowcap, n); /* 4, 8, ..., 64, then every stream */
     for (uint32_t m = 0; m < n; m++)
         assert_false(view_has(&f, b, m, 5));
     assert_true(view_has(&f, b, 0, 1));
@@ -1194,6 +1206,68 @@ static void test_mif_sparse_all_rows(void **state)
     assert_int_equal(ag_alloc_sync(f.a, AG_SYNC_CLEAN), AG_OK);
     assert_int_equal(stats(f.a).allocated, 0);
     fix_close(&f);
+}
+
+/* No host memory for a sparse row: a release fails cleanly and changes
+ * nothing; a notice whose receiver has no row is dropped (the receiver
+ * learns nothing, the block waits for its fallback); nothing leaks. */
+static void test_mif_rows_oom(void **state)
+{
+    (void)state;
+    ag_testalloc ta;
+    ag_testalloc_init(&ta, 0, 0);
+    fix_ta = &ta;
+    fix f;
+    fix_open(&f, 65, AG_ALLOC_MULTI, 0);
+    fix_ta = NULL;
+    ag_block *b = xmalloc(&f, 0, 4096);
+    for (uint32_t m = 1; m <= 5; m++)
+        assert_int_equal(ag_alloc_access(f.a, b, m), AG_OK);
+    /* 1 releases: its row needs the first row buffer; each host
+     * allocation of the free fails in turn, then none */
+    bool views = false;
+    for (uint64_t k = 1;; k++) {
+        uint64_t nfail = ta.nfail;
+        ta.fail_at = ta.calls + k;
+        ag_status st = ag_alloc_free(f.a, b, 1);
+        if (ta.nfail == nfail) {
+            assert_int_equal(st, AG_OK);
+            break;
+        }
+        assert_int_equal(st, AG_ENOMEM);
+        views = views || agtest_errmsg_has(f.ctx, "views of a block shared among 65 streams");
+        assert_int_equal(b->occ[1], 1);
+        assert_int_equal(b->users, 6);
+        assert_int_equal(b->nrows, 0);
+        assert_true(view_has(&f, b, 1, 1));
+    }
+    ta.fail_at = 0;
+    assert_true(views);
+    assert_int_equal(b->nrows, 1);
+    assert_false(view_has(&f, b, 1, 1));
+    for (uint32_t m = 2; m <= 4; m++)
+        assert_int_equal(ag_alloc_free(f.a, b, m), AG_OK);
+    assert_int_equal(b->nrows, 4);
+    assert_int_equal(b->rowcap, 4);
+    /* a notice from 1 to 5: 5's row would need a larger buffer */
+    assert_int_equal(ag_alloc_send(f.a, 1, 5), AG_OK);
+    uint64_t nfail = ta.nfail;
+    ta.fail_at = ta.calls + 1u;
+    assert_int_equal(ag_alloc_wait(f.a, 5, 1), AG_OK);
+    assert_int_equal(ta.nfail, nfail + 1u);
+    ta.fail_at = 0;
+    assert_int_equal(stats(f.a).notices_dropped, 1);
+    assert_int_equal(stats(f.a).notices_applied, 0);
+    assert_int_equal(b->nrows, 4);
+    assert_true(view_has(&f, b, 5, 1)); /* 5 still counts 1 as a user */
+    /* the last two frees: the fallback finds every stream idle */
+    assert_int_equal(ag_alloc_free(f.a, b, 0), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, b, 5), AG_OK);
+    assert_int_equal(ag_alloc_sync(f.a, AG_SYNC_CLEAN), AG_OK);
+    assert_int_equal(stats(f.a).allocated, 0);
+    assert_int_equal(stats(f.a).pending, 0);
+    fix_close(&f);
+    assert_int_equal(ta.live_blocks, 0);
 }
 
 /* With fine regions (steal), L1 asks the device for a quarter segment
@@ -2170,6 +2244,7 @@ int main(void)
         cmocka_unit_test(test_streams_256),
         cmocka_unit_test(test_mif_sparse_256),
         cmocka_unit_test(test_mif_sparse_all_rows),
+        cmocka_unit_test(test_mif_rows_oom),
         cmocka_unit_test(test_l1_geometric),
         cmocka_unit_test(test_l1_tail),
         cmocka_unit_test(test_l1_prepared),
