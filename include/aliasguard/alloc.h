@@ -85,7 +85,7 @@ typedef struct ag_alloc_config {
                             * many bytes records an event there at once (the
                             * fallback to its notices); a smaller one waits for its
                             * notices, and a pool miss records the events of those
-                            * still waiting (256 KiB; 0: every block at once;
+                            * still waiting (64 MiB; 0: every block at once;
                             * UINT64_MAX: none) */
     uint32_t front_blocks; /* the front cache: each stream keeps whole the last this
                             * many blocks of at most page_size it recycled at birth,

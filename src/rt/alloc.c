@@ -30,7 +30,7 @@ void ag_alloc_config_default(ag_alloc_config *c)
     c->poll_every = 3;
     c->gather_min = 10u << 20;
     c->large_slack = 50;
-    c->fallback_min = 256u << 10;
+    c->fallback_min = 64u << 20;
     c->front_blocks = 4;
 }
 
