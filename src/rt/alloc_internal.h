@@ -450,17 +450,17 @@ static inline const uint64_t *ag_mif_view(const ag_memalloc *a, const ag_block *
     return r ? ag_mif_row(b, a->w, r - 1u) : b->mif;
 }
 /* Room for stream m's view to change: a sparse MIF whose row buffer is
- * full grows it when m has no row yet.  ag_mif_grow: false when the host
- * allocation fails (no message); ag_mif_room raises AG_ENOMEM. */
+ * full grows it when m has no row yet.  ag_mif_try_room: false when the
+ * host allocation fails (no message); ag_mif_room raises AG_ENOMEM. */
 bool ag_mif_grow(ag_memalloc *a, ag_block *b);
-static inline bool ag_mif_has_room(const ag_memalloc *a, const ag_block *b, uint32_t m)
+static inline bool ag_mif_try_room(ag_memalloc *a, ag_block *b, uint32_t m)
 {
-    return a->w == 1u || b->nrows < b->rowcap || ag_mif_rowof(a->n, b)[m] != 0;
+    return a->w == 1u || b->nrows < b->rowcap || ag_mif_rowof(a->n, b)[m] != 0 || ag_mif_grow(a, b);
 }
 ag_status ag_mif_oom(ag_memalloc *a);
 static inline ag_status ag_mif_room(ag_memalloc *a, ag_block *b, uint32_t m)
 {
-    return ag_mif_has_room(a, b, m) || ag_mif_grow(a, b) ? AG_OK : ag_mif_oom(a);
+    return ag_mif_try_room(a, b, m) ? AG_OK : ag_mif_oom(a);
 }
 /* Stream m's view, to change (room made first): a sparse MIF makes m's row
  * from the common view if m has none. */

@@ -538,7 +538,7 @@ static void chan_apply(ag_memalloc *a, ag_chan *c, uint32_t dst)
             a->s.notices_stale++; /* recycled since: another waiter was first */
             continue;
         }
-        if (!ag_mif_has_room(a, b, dst) && !ag_mif_grow(a, b)) {
+        if (!ag_mif_try_room(a, b, dst)) {
             /* no host memory for dst's row: dst learns nothing from it,
              * and the block waits for the fallback (or a later notice) */
             a->s.notices_dropped++;
@@ -601,7 +601,7 @@ static bool birth_learns_all(ag_memalloc *a, ag_block *b)
         if (ag_mif_rowsrc(w, b)[r] != b->birth) {
             if (!d) {
                 /* may add a row, or move them all: read again below */
-                if (!ag_mif_has_room(a, b, b->birth) && !ag_mif_grow(a, b))
+                if (!ag_mif_try_room(a, b, b->birth))
                     return false;
                 d = ag_mif_own(a, b, b->birth);
             }
