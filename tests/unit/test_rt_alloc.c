@@ -275,15 +275,14 @@ typedef struct fix {
     ag_memalloc *a;
 } fix;
 
-/* When set, the next fixtures' contexts allocate through it. */
-static ag_testalloc *fix_ta;
-
-/* cfg: NULL for the defaults with n streams in mode */
-static void fix_open_cfg(fix *f, uint32_t n, ag_alloc_mode mode, uint64_t hbm, const ag_alloc_config *cfg)
+/* cfg: NULL for the defaults with n streams in mode; ta: NULL, or the
+ * test allocator the context allocates through */
+static void fix_open_with(fix *f, uint32_t n, ag_alloc_mode mode, uint64_t hbm, const ag_alloc_config *cfg,
+                          ag_testalloc *ta)
 {
     memset(f, 0, sizeof *f);
-    if (fix_ta) {
-        ag_allocator hook = ag_testalloc_hook(fix_ta);
+    if (ta) {
+        ag_allocator hook = ag_testalloc_hook(ta);
         f->ctx = ag_ctx_create(&hook);
         assert_non_null(f->ctx);
     } else {
@@ -305,6 +304,11 @@ static void fix_open_cfg(fix *f, uint32_t n, ag_alloc_mode mode, uint64_t hbm, c
     c.nstreams = n;
     c.mode = mode;
     assert_int_equal(ag_alloc_create(f->ctx, f->dev, f->s, &c, &f->a), AG_OK);
+}
+
+static void fix_open_cfg(fix *f, uint32_t n, ag_alloc_mode mode, uint64_t hbm, const ag_alloc_config *cfg)
+{
+    fix_open_with(f, n, mode, hbm, cfg, NULL);
 }
 
 static void fix_open(fix *f, uint32_t n, ag_alloc_mode mode, uint64_t hbm)
@@ -1216,10 +1220,8 @@ static void test_mif_rows_oom(void **state)
     (void)state;
     ag_testalloc ta;
     ag_testalloc_init(&ta, 0, 0);
-    fix_ta = &ta;
     fix f;
-    fix_open(&f, 65, AG_ALLOC_MULTI, 0);
-    fix_ta = NULL;
+    fix_open_with(&f, 65, AG_ALLOC_MULTI, 0, NULL, &ta);
     ag_block *b = xmalloc(&f, 0, 4096);
     for (uint32_t m = 1; m <= 5; m++)
         assert_int_equal(ag_alloc_access(f.a, b, m), AG_OK);
