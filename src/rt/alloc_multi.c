@@ -164,6 +164,20 @@ ag_status ag_multi_malloc(ag_memalloc *a, uint32_t stream, uint64_t size, ag_blo
     return AG_OK;
 }
 
+/* A use on a stream that joins the views, or already has, beyond 64
+ * streams: the views that exist learn it.  Apart, so that the dense
+ * access saves no registers for it. */
+static __attribute__((noinline)) ag_status access_sparse(ag_memalloc *a, ag_block *b, uint32_t dst)
+{
+    if (b->occ[dst] == 0)
+        b->joined[dst] = ++b->jep;
+    ag_block_mif_materialise(a, b);
+    ag_mif_join(a, b, dst);
+    b->occ[dst]++;
+    b->users++;
+    return AG_OK;
+}
+
 ag_status ag_multi_access(ag_memalloc *a, ag_block *b, uint32_t dst)
 {
     if (a->cfg.mem_type == AG_MEM_HOST || (!b->shared && dst == b->holder)) {
@@ -172,28 +186,25 @@ ag_status ag_multi_access(ag_memalloc *a, ag_block *b, uint32_t dst)
         b->users++;
         return AG_OK;
     }
+    if (a->w > 1)
+        return access_sparse(a, b, dst);
     /* Notices already sent do not know dst uses the block (chan_apply). */
     if (b->occ[dst] == 0)
         b->joined[dst] = ++b->jep;
-    if (a->w == 1) {
-        /* one word a row: the holder's bit (first sharing) and dst's at once */
-        uint64_t bits = UINT64_C(1) << dst;
-        uint64_t *mif = b->mif;
-        uint32_t n = a->n;
-        if (!b->shared) {
-            /* the first other stream: every row is empty, so it is written */
-            b->shared = true;
-            if (b->occ[b->holder] > 0)
-                bits |= UINT64_C(1) << b->holder;
-            for (uint32_t m = 0; m < n; m++)
-                mif[m] = bits;
-        } else {
-            for (uint32_t m = 0; m < n; m++)
-                mif[m] |= bits;
-        }
+    /* one word a row: the holder's bit (first sharing) and dst's at once */
+    uint64_t bits = UINT64_C(1) << dst;
+    uint64_t *mif = b->mif;
+    uint32_t n = a->n;
+    if (!b->shared) {
+        /* the first other stream: every row is empty, so it is written */
+        b->shared = true;
+        if (b->occ[b->holder] > 0)
+            bits |= UINT64_C(1) << b->holder;
+        for (uint32_t m = 0; m < n; m++)
+            mif[m] = bits;
     } else {
-        ag_block_mif_materialise(a, b);
-        ag_mif_join(a, b, dst);
+        for (uint32_t m = 0; m < n; m++)
+            mif[m] |= bits;
     }
     b->occ[dst]++;
     b->users++;
@@ -475,7 +486,7 @@ static ag_status chan_reserve(ag_memalloc *a, ag_chan *c, uint32_t more)
     uint64_t *rows = (uint64_t *)(nt + nc);
     if (c->nnotes) {
         memcpy(nt, c->notes, c->nnotes * sizeof *nt);
-        memcpy(rows, c->rows, (size_t)c->nnotes * a->w * sizeof(uint64_t));
+        memcpy(rows, c->rows, (size_t)c->nnotes * ag_chan_row_words(a->w) * sizeof(uint64_t));
     }
     if (!ag_chan_slots_inline(c))
         ag_free(a->ctx, c->notes, ag_chan_slot_bytes(c->capnotes, a->w));
@@ -510,7 +521,7 @@ ag_status ag_multi_send(ag_memalloc *a, uint32_t src, uint32_t dst)
         n->version = s->lrec[k].version;
         n->jep = b->jep;
         if (a->w == 1)
-            c->rows[c->nnotes] = b->mif[src];
+            n->row1 = b->mif[src];
         else
             memcpy(c->rows + (size_t)c->nnotes * a->w, ag_mif_view(a, b, src), a->w * sizeof(uint64_t));
         c->nnotes++;
@@ -548,10 +559,11 @@ static void chan_apply(ag_memalloc *a, ag_chan *c, uint32_t dst)
         /* A stream that joined since the send is absent from the carried
          * row, yet still uses the block: its bit must survive the merge. */
         uint64_t *d = ag_mif_own(a, b, dst);
+        const uint64_t *row = a->w == 1 ? &n->row1 : c->rows + (size_t)k * a->w;
         if (n->jep == b->jep)
-            ag_row_and(d, c->rows + (size_t)k * a->w, a->w);
+            ag_row_and(d, row, a->w);
         else
-            ag_row_and_since(d, a->n, c->rows + (size_t)k * a->w, b->joined, n->jep);
+            ag_row_and_since(d, a->n, row, b->joined, n->jep);
         if (b->users == 0 && !ag_row_any(d, a->w)) {
             ag_stat_unpend(a, b);
             global_recycle(a, b, dst);
