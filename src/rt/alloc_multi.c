@@ -18,6 +18,10 @@ static __attribute__((noinline)) void borrow_recycle(ag_memalloc *a, ag_block *b
     memset(b->occ, 0, (size_t)a->n * sizeof(uint32_t));
     b->shared = false;
     b->users = 0;
+    /* Events its fallback recorded before the notice came are stale now
+     * (the version moved: the poll skips their entries); counted still,
+     * they would make the next fallback of the lent block look done. */
+    b->events = 0;
     ag_borrow_insert(a, &a->st[stream].borrow, b, stream);
     a->s.borrow_recycles++;
 }

@@ -636,6 +636,57 @@ static void test_fallback_waits_for_notice(void **state)
     fix_close(&f);
 }
 
+/* A block whose fallback recorded an event, then recycled into a borrow
+ * allocator by a notice before that event completed, is lent out with no
+ * events counted: its next last free waits like any other block, and the
+ * next pool miss, finding every user idle, sends it home (a stale count
+ * once made that miss take the entry for recycled and drop it, leaving
+ * the block pending until the next clean). */
+static void test_lent_block_fallback(void **state)
+{
+    (void)state;
+    fix f;
+    fix_open(&f, 3, AG_ALLOC_MULTI, 0);
+    atomic_int open = 0;
+    gate(&f, 1, &open);
+    ag_block *b = xmalloc(&f, 0, 4096);
+    void *mem = ag_block_ptr(b);
+    assert_int_equal(ag_alloc_access(f.a, b, 1), AG_OK);
+    assert_int_equal(ag_alloc_access(f.a, b, 2), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, b, 0), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, b, 1), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, b, 2), AG_OK); /* 1 is busy: b waits */
+    assert_int_equal(f.a->nlazy, 1);
+    ag_block *x = xmalloc(&f, 1, 4096); /* a pool miss: b's event on 1 */
+    assert_int_equal(stats(f.a).fallbacks_recorded, 1);
+    assert_int_equal(b->events, 1);
+    /* 0 and 1 tell 2 they are done: 2's view empties, b is borrowed there */
+    assert_int_equal(ag_alloc_send(f.a, 0, 2), AG_OK);
+    assert_int_equal(ag_alloc_wait(f.a, 2, 0), AG_OK);
+    assert_int_equal(ag_alloc_send(f.a, 1, 2), AG_OK);
+    assert_int_equal(ag_alloc_wait(f.a, 2, 1), AG_OK);
+    assert_int_equal(stats(f.a).borrow_recycles, 1);
+    assert_int_equal(b->events, 0);
+    ag_block *c = xmalloc(&f, 2, 4096); /* lent from 2's borrow allocator */
+    assert_ptr_equal(ag_block_ptr(c), mem);
+    assert_int_equal(ag_alloc_access(f.a, c, 0), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, c, 0), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, c, 2), AG_OK); /* 2 runs behind 1's gate: c waits */
+    assert_int_equal(f.a->nlazy, 1);
+    assert_int_equal(stats(f.a).pending, 4096);
+    atomic_store(&open, 1);
+    assert_int_equal(ag_dev_synchronize(f.dev), AG_OK);
+    uint64_t recycled = stats(f.a).polled_recycles;
+    ag_block *y = xmalloc(&f, 2, 4096); /* a pool miss: every user of c is idle */
+    ag_alloc_stats s = stats(f.a);
+    assert_int_equal(s.pending, 0);
+    assert_int_equal(s.polled_recycles, recycled + 1u);
+    assert_int_equal(f.a->nlazy, 0);
+    assert_int_equal(ag_alloc_free(f.a, x, 1), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, y, 2), AG_OK);
+    fix_close(&f);
+}
+
 /* A pool miss looks at the waiting blocks: one whose user is still busy
  * gets its event then (polled like any deferred free, and recycled once
  * complete); one whose user is idle by then goes home with no event and
@@ -2234,6 +2285,7 @@ int main(void)
         cmocka_unit_test(test_later_point_seen),
         cmocka_unit_test(test_fallback_waits_for_notice),
         cmocka_unit_test(test_fallback_at_miss),
+        cmocka_unit_test(test_lent_block_fallback),
         cmocka_unit_test(test_fallback_min),
         cmocka_unit_test(test_fallback_list_bounded),
         cmocka_unit_test(test_region_move),
