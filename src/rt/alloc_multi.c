@@ -90,8 +90,9 @@ again:;
     }
     if (!span && !lent) {
         ag_status st = ag_pool_take(a, stream, r, true, &pool, &span);
-        if (st == AG_ENOMEM && a->cfg.borrow && as->borrow.count)
-            lent = ag_borrow_take(a, &as->borrow, r, UINT64_MAX);
+        if (st == AG_ENOMEM && a->cfg.borrow && as->borrow.count &&
+            (lent = ag_borrow_take(a, &as->borrow, r, UINT64_MAX)) != NULL)
+            ag_ctx_clear_error(a->ctx); /* served: the device's refusal is no failure */
         if (!lent && st == AG_ENOMEM && !reclaimed) {
             /* The last resort, as the baseline's: wait for the device, so
              * that every block waiting for a notice or an event is free,

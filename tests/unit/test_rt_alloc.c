@@ -1122,6 +1122,30 @@ static void test_borrow_larger_then_again(void **state)
     fix_close(&f);
 }
 
+/* A device with no room left: a small request that finds no span and no
+ * borrowed block of a fitting size takes any borrowed one, however large,
+ * and succeeds with no failure left on the context. */
+static void test_borrow_when_full(void **state)
+{
+    (void)state;
+    fix f;
+    fix_open(&f, 2, AG_ALLOC_MULTI, 1u << 20);
+    atomic_int open = 0;
+    gate(&f, 1, &open);
+    park_on_1(&f, 1u << 20);
+    assert_int_equal(f.a->st[1].borrow.count, 1);
+    assert_int_equal(stats(f.a).reserved, 1u << 20);
+    ag_block *x = xmalloc(&f, 1, 4096);
+    assert_int_equal(ag_block_size(x), 1u << 20);
+    assert_int_equal(stats(f.a).borrow_hits, 1);
+    assert_int_equal(ag_ctx_last_status(f.ctx), AG_OK);
+    assert_string_equal(ag_ctx_errmsg(f.ctx), "");
+    assert_int_equal(ag_alloc_free(f.a, x, 1), AG_OK);
+    atomic_store(&open, 1);
+    assert_int_equal(ag_alloc_sync(f.a, AG_SYNC_CLEAN), AG_OK);
+    fix_close(&f);
+}
+
 static void test_streams_256(void **state)
 {
     (void)state;
@@ -2295,6 +2319,7 @@ int main(void)
         cmocka_unit_test(test_live_entries),
         cmocka_unit_test(test_join_after_send),
         cmocka_unit_test(test_borrow_larger_then_again),
+        cmocka_unit_test(test_borrow_when_full),
         cmocka_unit_test(test_streams_256),
         cmocka_unit_test(test_mif_sparse_256),
         cmocka_unit_test(test_mif_sparse_all_rows),
