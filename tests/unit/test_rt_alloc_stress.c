@@ -72,6 +72,8 @@ typedef struct world {
     uint32_t nmarks, capmarks;
     pthread_mutex_t mu; /* threaded run: clocks, marks, retired list, mailboxes */
     bool threaded;
+    ag_testalloc *ta; /* the allocator's host memory, failing now and then; or NULL */
+    uint64_t hostfails; /* calls that failed for it and then succeeded */
 } world;
 
 /* Happens-before hooks (see alloc_internal.h): the allocator orders a
@@ -190,6 +192,37 @@ static void handout_check(world *w, sblk *b, uint32_t s)
     }
 }
 
+/* Host allocation failures (seeds with bit 4 set): one of the next few
+ * allocating calls of the allocator's context fails.  A call that fails
+ * for it must have changed nothing, so the same call with no failure
+ * armed succeeds; the checker and the final counts then see every state
+ * such a failure left.  A device refusal (the tight device) passes through
+ * as st for the caller to judge. */
+static void host_arm(world *w, uint64_t *rs)
+{
+    if (w->ta && w->ta->fail_at <= w->ta->calls)
+        w->ta->fail_at = w->ta->calls + 1u + rnd(rs) % 24u;
+}
+
+#define HOST_CALL(w, st, call)                                                                            \
+    do {                                                                                                  \
+        uint64_t nf_ = (w)->ta ? (w)->ta->nfail : 0u;                                                     \
+        (st) = (call);                                                                                    \
+        if ((st) != AG_OK && (w)->ta && (w)->ta->nfail != nf_) {                                          \
+            assert_int_equal((st), AG_ENOMEM);                                                            \
+            (w)->ta->fail_at = 0;                                                                         \
+            (st) = (call);                                                                                \
+            (w)->hostfails++;                                                                             \
+        }                                                                                                 \
+    } while (0)
+
+#define HOST_OK(w, call)                                                                                  \
+    do {                                                                                                  \
+        ag_status hst_;                                                                                   \
+        HOST_CALL(w, hst_, call);                                                                         \
+        assert_int_equal(hst_, AG_OK);                                                                    \
+    } while (0)
+
 /* Thresholds scaled down to the sizes the stress tests ask for, so that
  * the large-request rules run under the checker: regions of their own,
  * L1 segments kept for large requests, the bound on a large request's
@@ -212,14 +245,19 @@ static void scale_config(ag_alloc_config *c)
 /* Odd seeds run the baseline, even ones the multi mode; every other pair
  * runs on a 1 MiB device, so that allocations fail and the out-of-memory
  * paths (trim, reclaim, lending another stream's idle block) run under the
- * stamps and the checker, and every other four with scaled thresholds.
+ * stamps and the checker, and every other four with scaled thresholds;
+ * bit 3 runs wide, bit 4 with host allocation failures (host_arm).
  * Now and then an execution ends with blocks still live.  Returns the
  * failed allocations. */
 static uint32_t run_seed(uint64_t seed, uint32_t steps)
 {
     world w;
     memset(&w, 0, sizeof w);
-    ag_ctx *dctx = agtest_ctx(), *actx = agtest_ctx();
+    ag_testalloc ta;
+    ag_testalloc_init(&ta, 0, 0);
+    ag_allocator hook = ag_testalloc_hook(&ta);
+    ag_ctx *dctx = agtest_ctx(), *actx = (seed >> 4) & 1u ? ag_ctx_create(&hook) : agtest_ctx();
+    assert_non_null(actx);
     ag_device_sim_config dc = ag_device_sim_defaults();
     bool tight = (seed >> 1) & 1u;
     if (tight)
@@ -236,15 +274,20 @@ static uint32_t run_seed(uint64_t seed, uint32_t steps)
     w.a->hb_mark = hook_mark;
     w.a->hb_join = hook_join;
     w.a->hb_ud = &w;
+    if ((seed >> 4) & 1u)
+        w.ta = &ta;
     sblk live[MAXLIVE];
     uint32_t nlive = 0, stamp = 1, ooms = 0;
-    uint64_t st = seed * 0x9E3779B97F4A7C15u + 7u;
+    uint64_t st = seed * 0x9E3779B97F4A7C15u + 7u, rs = seed + 1u;
     for (uint32_t step = 0; step < steps; step++) {
+        host_arm(&w, &rs);
         uint32_t op = (uint32_t)(rnd(&st) % 10u), s = (uint32_t)(rnd(&st) % NS);
         if (op < 4 && nlive < MAXLIVE) {
             sblk *b = &live[nlive++];
             memset(b, 0, sizeof *b);
-            ag_status ast = ag_alloc_malloc(w.a, w.map[s], 64u << (rnd(&st) % 12u), &b->b);
+            uint64_t size = 64u << (rnd(&st) % 12u);
+            ag_status ast;
+            HOST_CALL(&w, ast, ag_alloc_malloc(w.a, w.map[s], size, &b->b));
             if (tight && ast == AG_ENOMEM) {
                 assert_string_not_equal(ag_ctx_errmsg(actx), "");
                 assert_null(b->b);
@@ -263,10 +306,10 @@ static uint32_t run_seed(uint64_t seed, uint32_t steps)
             uint32_t from = (uint32_t)__builtin_ctz(b->holders);
             if (b->holders & (1u << s))
                 continue;
-            assert_int_equal(ag_alloc_access(w.a, b->b, w.map[s]), AG_OK);
-            assert_int_equal(ag_alloc_send(w.a, w.map[from], w.map[s]), AG_OK);
+            HOST_OK(&w, ag_alloc_access(w.a, b->b, w.map[s]));
+            HOST_OK(&w, ag_alloc_send(w.a, w.map[from], w.map[s]));
             memcpy(w.ev[from][s], w.clock[from], sizeof w.clock[from]);
-            assert_int_equal(ag_alloc_wait(w.a, w.map[s], w.map[from]), AG_OK);
+            HOST_OK(&w, ag_alloc_wait(w.a, w.map[s], w.map[from]));
             for (uint32_t u = 0; u < NS; u++)
                 if (w.ev[from][s][u] > w.clock[s][u])
                     w.clock[s][u] = w.ev[from][s][u];
@@ -288,26 +331,28 @@ static uint32_t run_seed(uint64_t seed, uint32_t steps)
                 e->hi = e->lo + ag_block_size(b->b);
                 memcpy(e->last, b->last, sizeof e->last);
             }
-            assert_int_equal(ag_alloc_free(w.a, b->b, w.map[h]), AG_OK);
+            HOST_OK(&w, ag_alloc_free(w.a, b->b, w.map[h]));
             if (!b->holders)
                 live[k] = live[--nlive];
         } else if (rnd(&st) % 32u == 0) {
             /* the end of an execution, blocks still live: both last stages
              * (the clean synchronises; the checker learns it by the hooks) */
-            assert_int_equal(ag_alloc_sync(w.a, AG_SYNC_LAST), AG_OK);
-            assert_int_equal(ag_alloc_sync(w.a, AG_SYNC_CLEAN), AG_OK);
+            HOST_OK(&w, ag_alloc_sync(w.a, AG_SYNC_LAST));
+            HOST_OK(&w, ag_alloc_sync(w.a, AG_SYNC_CLEAN));
         } else {
             uint32_t d = (uint32_t)(rnd(&st) % NS);
             if (d == s)
                 continue;
-            assert_int_equal(ag_alloc_send(w.a, w.map[s], w.map[d]), AG_OK);
+            HOST_OK(&w, ag_alloc_send(w.a, w.map[s], w.map[d]));
             memcpy(w.ev[s][d], w.clock[s], sizeof w.clock[s]);
-            assert_int_equal(ag_alloc_wait(w.a, w.map[d], w.map[s]), AG_OK);
+            HOST_OK(&w, ag_alloc_wait(w.a, w.map[d], w.map[s]));
             for (uint32_t u = 0; u < NS; u++)
                 if (w.ev[s][d][u] > w.clock[d][u])
                     w.clock[d][u] = w.ev[s][d][u];
         }
     }
+    if (w.ta)
+        w.ta->fail_at = 0;
     while (nlive) {
         sblk *b = &live[--nlive];
         while (b->holders) {
@@ -336,6 +381,14 @@ static uint32_t run_seed(uint64_t seed, uint32_t steps)
     free(w.marks);
     ag_ctx_destroy(actx);
     ag_ctx_destroy(dctx);
+    if (w.ta) {
+        /* failures did reach the calls, and nothing of the host's leaked */
+        if (getenv("AG_STRESS_DEBUG"))
+            fprintf(stderr, "stress seed %llu: %llu host failures injected, %llu calls retried\n",
+                    (unsigned long long)seed, (unsigned long long)ta.nfail, (unsigned long long)w.hostfails);
+        assert_true(w.hostfails > 0);
+        assert_int_equal(ta.live_blocks, 0);
+    }
     return ooms;
 }
 
@@ -350,6 +403,11 @@ static void test_stress(void **state)
     uint32_t ooms[2] = {0, 0};
     for (uint64_t seed = 1; seed <= 12; seed++)
         ooms[seed & 1u] += run_seed(seed, 1500);
+    /* with host allocation failures: both modes, narrow and wide, on the
+     * tight device and not */
+    static const uint64_t hostfail[] = {16, 19, 24, 27};
+    for (size_t k = 0; k < sizeof hostfail / sizeof hostfail[0]; k++)
+        run_seed(hostfail[k], 1500);
     /* the tight device did run out, in both modes */
     assert_true(ooms[0] > 0 && ooms[1] > 0);
 }
