@@ -221,7 +221,11 @@ ag_status ag_alloc_trace_parse(ag_ctx *ctx, const char *name, const char *text, 
         const char *nl = memchr(p, '\n', (size_t)(end - p));
         const char *le = nl ? nl : end;
         ps.line++;
-        st = parse_line(&ps, p, le);
+        if (memchr(p, '\0', (size_t)(le - p)))
+            /* the words are kept as C strings: one would end there */
+            st = perr(&ps, "a NUL byte in the line (a text trace has none)");
+        else
+            st = parse_line(&ps, p, le);
         p = nl ? nl + 1 : end;
     }
     if (st == AG_OK && t->nstreams == 0)
@@ -544,7 +548,8 @@ ag_status ag_alloc_replay(ag_ctx *ctx, ag_device *dev, const ag_alloc_trace *t, 
     uint32_t runs = o.runs ? o.runs : 1u;
     double t0 = now_s();
     for (uint32_t run = 0; run < runs && st == AG_OK; run++) {
-        for (uint32_t k = 0; run > 0 && r.live && k < t->ops.len; k++)
+        /* from the end: an ID allocated more than once is live by its last alloc */
+        for (uint32_t k = t->ops.len; run > 0 && r.live && k-- > 0;)
             if (ops[k].kind == AG_TOP_ALLOC && r.blk[ops[k].id]) {
                 st = AG_ERR(ctx, AG_EINVAL,
                             "%s:%u: block '%s' is still live at the end of the trace, which %u runs replay "
