@@ -43,6 +43,7 @@ typedef struct ag_alloc_config {
     uint32_t nstreams;     /* logical streams 0..nstreams-1 (1..AG_ALLOC_MAX_STREAMS) */
     uint64_t min_block;    /* request rounding quantum of the pools (power of two, >= 64; 512) */
     uint64_t page_size;    /* L1 quantum (power of two, multiple of min_block; 64 KiB) */
+    /* l1_segment and the region sizes: at most 2^62 - 1 bytes, as requests */
     uint64_t l1_segment;   /* least bytes L1 asks the device for at once (2 MiB); with
                             * steal, L1 asks for a quarter of it first, then for as
                             * much as it holds, until it reaches this, and for the
@@ -59,7 +60,8 @@ typedef struct ag_alloc_config {
     uint64_t split_small;  /* least remainder split off in small regions (512) */
     uint64_t split_large;  /* least remainder split off in large regions (1 MiB + 1) */
     uint64_t max_split;    /* blocks this large are never split nor given to smaller
-                            * requests (UINT64_MAX = no limit) */
+                            * requests (UINT64_MAX = no limit); a region or segment
+                            * that would be this large is grown for the request alone */
     uint64_t l1_cache_limit; /* L1 returns free segments to the device above this (UINT64_MAX) */
     uint32_t borrow;       /* nonzero: streams borrow blocks freed last there (L3; 1) */
     uint32_t steal;        /* multi mode, nonzero: before asking the device, a pool takes

@@ -118,8 +118,9 @@ static inline uint64_t ag_fit_limit(uint64_t size, uint32_t slack)
         return UINT64_MAX; /* size + extra + 1 would not fit */
     return size + size / 100u * slack + size % 100u * slack / 100u + 1u;
 }
-/* ag_heap_take without the keep and alone rules (max_split holds): after
- * a growth for this request, or under memory pressure. */
+/* ag_heap_take without the keep and alone rules: after a growth for this
+ * request, or under memory pressure.  A span below max_split first; if
+ * none, a larger one, whole. */
 ag_span *ag_heap_take_any(ag_heap *h, uint64_t size);
 /* Adds a free region of at least size bytes from the backing (AG_ENOMEM or the
  * backing's status; nothing changed then). */

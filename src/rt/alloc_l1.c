@@ -56,6 +56,14 @@ static uint64_t round_up(uint64_t v, uint64_t q)
     return (v + q - 1u) / q * q;
 }
 
+/* What to grow for a request of size bytes when want is the usual amount:
+ * a span of max_split or more is never split (nor given to a smaller
+ * request), so a growth that large is the request alone (quantum q). */
+static uint64_t below_split(uint64_t want, uint64_t size, uint64_t max_split, uint64_t q)
+{
+    return want >= max_split ? round_up(size, q) : want;
+}
+
 /* Whether the host has seen owner complete what it enqueued before s
  * became wholly free: then nothing queued touches it any more. */
 static bool region_idle(const ag_memalloc *a, const ag_span *s, uint32_t owner)
@@ -203,6 +211,7 @@ static ag_status l1_take(ag_memalloc *a, uint64_t size, ag_span **out)
             }
         }
     }
+    seg = below_split(seg, size, a->cfg.max_split, a->cfg.page_size);
     ag_status st = ag_heap_grow(h, seg);
     if (st == AG_ENOMEM && seg > size)
         st = ag_heap_grow(h, size);
@@ -344,6 +353,7 @@ ag_status ag_pool_take(ag_memalloc *a, uint32_t stream, uint64_t size, bool trie
             region = round_up(size, c->large_round);
         if (a->cfg.mode == AG_ALLOC_MULTI)
             region = round_up(region, c->page_size);
+        region = below_split(region, size, c->max_split, a->cfg.mode == AG_ALLOC_MULTI ? c->page_size : c->min_block);
         ag_status st = AG_OK;
         /* When L1 has no room cached, a free region of another pool moves
          * here whole, backing and all (as l1_take would, at less cost). */

@@ -213,7 +213,10 @@ ag_span *ag_heap_take(ag_heap *h, uint64_t size)
 
 ag_span *ag_heap_take_any(ag_heap *h, uint64_t size)
 {
-    return take(h, size, size < h->max_split ? h->max_split : UINT64_MAX);
+    ag_span *s = take(h, size, size < h->max_split ? h->max_split : UINT64_MAX);
+    /* nothing below max_split: a larger span serves whole (carve does not
+     * split it), as a growth that could not stay below max_split would */
+    return s || size >= h->max_split ? s : take(h, size, UINT64_MAX);
 }
 
 static ag_span *take(ag_heap *h, uint64_t size, uint64_t cap)

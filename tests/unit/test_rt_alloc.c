@@ -168,6 +168,14 @@ static void test_heap_max_split(void **state)
     assert_non_null(big);
     assert_int_equal(big->size, 131072); /* whole, not split */
     ag_heap_put(&h, big);
+    /* under pressure (or after a growth that could not stay below
+     * max_split) a smaller request takes it whole */
+    assert_int_equal(ag_heap_reserve(&h), AG_OK);
+    big = ag_heap_take_any(&h, 1024);
+    assert_non_null(big);
+    assert_int_equal(big->size, 131072);
+    ag_heap_put(&h, big);
+    assert_true(ag_heap_check(&h));
     ag_heap_destroy(&h);
     assert_int_equal(fb.live, 0);
     ag_ctx_destroy(ctx);
@@ -1144,6 +1152,52 @@ static void test_borrow_when_full(void **state)
     atomic_store(&open, 1);
     assert_int_equal(ag_alloc_sync(f.a, AG_SYNC_CLEAN), AG_OK);
     fix_close(&f);
+}
+
+/* max_split below the regions and segments the allocator grows: a span
+ * that large is never split, so a growth that large is the request alone
+ * (else a smaller request would find no span to serve it, and a larger
+ * one would hold the whole region), in both modes.  And region sizes of
+ * 2^62 or more are refused. */
+static void test_max_split_below_regions(void **state)
+{
+    (void)state;
+    for (int m = 0; m < 2; m++) {
+        ag_alloc_mode mode = m ? AG_ALLOC_BASELINE : AG_ALLOC_MULTI;
+        ag_alloc_config c;
+        ag_alloc_config_default(&c);
+        c.max_split = 512u << 10;
+        fix f;
+        fix_open_cfg(&f, 2, mode, 0, &c);
+        ag_block *a = xmalloc(&f, 0, 300u << 10);
+        assert_int_equal(ag_block_size(a), 300u << 10);
+        ag_block *b = xmalloc(&f, 1, 1000);
+        assert_int_equal(ag_block_size(b), 1024);
+        ag_block *d = xmalloc(&f, 0, 600u << 10); /* a region of its own, in pages in the multi mode */
+        assert_int_equal(ag_block_size(d), m ? 600u << 10 : 640u << 10);
+        assert_true(heaps_ok(f.a));
+        assert_int_equal(ag_alloc_free(f.a, a, 0), AG_OK);
+        assert_int_equal(ag_alloc_free(f.a, b, 1), AG_OK);
+        assert_int_equal(ag_alloc_free(f.a, d, 0), AG_OK);
+        assert_int_equal(ag_alloc_sync(f.a, AG_SYNC_CLEAN), AG_OK);
+        assert_true(heaps_ok(f.a));
+        fix_close(&f);
+    }
+    ag_ctx *ctx = agtest_ctx();
+    ag_device *dev = NULL;
+    assert_int_equal(ag_device_sim_create(ctx, NULL, &dev), AG_OK);
+    ag_dev_stream *s = NULL;
+    assert_int_equal(ag_dev_stream_create(dev, &s), AG_OK);
+    ag_alloc_config c;
+    ag_alloc_config_default(&c);
+    c.nstreams = 1;
+    c.l1_segment = UINT64_MAX;
+    ag_memalloc *a = NULL;
+    assert_int_equal(ag_alloc_create(ctx, dev, &s, &c, &a), AG_EINVAL);
+    assert_true(agtest_errmsg_has(ctx, "l1_segment must be at most 4611686018427387903 bytes"));
+    ag_dev_stream_destroy(dev, s);
+    ag_device_destroy(dev);
+    ag_ctx_destroy(ctx);
 }
 
 static void test_streams_256(void **state)
@@ -2299,6 +2353,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_heap_split_merge),
         cmocka_unit_test(test_heap_max_split),
+        cmocka_unit_test(test_max_split_below_regions),
         cmocka_unit_test(test_heap_keep_alone),
         cmocka_unit_test(test_bins),
         cmocka_unit_test(test_mif_rows_256),
