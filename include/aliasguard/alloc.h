@@ -169,7 +169,12 @@ ag_status ag_alloc_malloc(ag_memalloc *a, uint32_t stream, uint64_t size, ag_blo
  * plain sharing.  Same stream: one more use.  AG_ENOMEM only. */
 ag_status ag_alloc_access(ag_memalloc *a, ag_block *blk, uint32_t dst);
 /* Stream drops one use of blk (its last use is already enqueued).  The block
- * is recycled when the allocator knows no stream can still touch it. */
+ * is recycled when the allocator knows no stream can still touch it.
+ * AG_ENOMEM (host memory): nothing changed, the free may be retried.
+ * AG_EDEVICE: the device failed while the free recorded its events; the use
+ * is released all the same (never free it again), and the block waits
+ * until the allocator knows the streams are done (a notice, a synchronise,
+ * the clean). */
 ag_status ag_alloc_free(ag_memalloc *a, ag_block *blk, uint32_t stream);
 
 /* Event kernels: records an event on src for dst, carrying src's recycle

@@ -247,6 +247,25 @@ static ag_status base_reserve(ag_memalloc *a, uint32_t stream, uint32_t need)
     return ag_ev_reserve(a, stream, need);
 }
 
+/* An event of a deferred free that could not be recorded on u: the host
+ * waits for u instead, so that the block is not counted for good (nothing
+ * else would recycle it in this mode).  Whether u was seen done; the
+ * record's message stays the context's either way. */
+static bool wait_instead(ag_memalloc *a, uint32_t u)
+{
+    ag_ctx *dctx = ag_device_ctx(a->dev);
+    ag_err_saved saved;
+    ag_ctx_error_save(dctx, &saved);
+    uint64_t mark = ag_hb_mark(a, u); /* before the synchronise: never claims more */
+    if (ag_dev_stream_synchronize(a->dev, a->streams[u]) != AG_OK) {
+        ag_ctx_error_restore(dctx, &saved);
+        return false;
+    }
+    ag_hb_join(a, UINT32_MAX, mark);
+    ag_epoch_done(a, u);
+    return true;
+}
+
 ag_status ag_base_free(ag_memalloc *a, ag_block *b, uint32_t stream)
 {
     uint32_t u;
@@ -265,11 +284,22 @@ ag_status ag_base_free(ag_memalloc *a, ag_block *b, uint32_t stream)
     }
     ag_stat_unused(a, b, true);
     /* One event per recorded stream; the block is counted for all of them
-     * first, so one that cannot be recorded keeps it out of reuse. */
+     * first, so one that cannot be recorded keeps it out of reuse until
+     * the host has waited for that stream instead. */
     AG_MIF_EACH(b->mif, a->w, u)
         b->events++;
     ag_status first = AG_OK;
-    AG_MIF_EACH(b->mif, a->w, u)
-        ag_pend_record(a, u, b, false, &first);
+    uint32_t waited = 0;
+    AG_MIF_EACH(b->mif, a->w, u) {
+        uint32_t queued = a->st[u].npend;
+        ag_pend_record(a, u, b, false, &first); /* (no query: queued, or failed) */
+        if (a->st[u].npend == queued && wait_instead(a, u))
+            waited++;
+    }
+    b->events -= waited;
+    if (b->events == 0) {
+        ag_stat_unpend(a, b);
+        ag_block_home(a, b);
+    }
     return first;
 }

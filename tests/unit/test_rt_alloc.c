@@ -1925,6 +1925,23 @@ static void test_baseline(void **state)
     fix_close(&f);
 }
 
+/* n streams made on sim and an allocator of them on dev (sim, or a
+ * wrapper of it) with the defaults but mode and memory type. */
+static ag_memalloc *alloc_on(ag_ctx *ctx, ag_device *sim, ag_device *dev, ag_dev_stream **s, uint32_t n,
+                             ag_alloc_mode mode, ag_mem_type mt)
+{
+    for (uint32_t k = 0; k < n; k++)
+        assert_int_equal(ag_dev_stream_create(sim, &s[k]), AG_OK);
+    ag_alloc_config c;
+    ag_alloc_config_default(&c);
+    c.nstreams = n;
+    c.mode = mode;
+    c.mem_type = mt;
+    ag_memalloc *a = NULL;
+    assert_int_equal(ag_alloc_create(ctx, dev, s, &c, &a), AG_OK);
+    return a;
+}
+
 static void test_host_memory_shared(void **state)
 {
     (void)state;
@@ -1932,14 +1949,7 @@ static void test_host_memory_shared(void **state)
     ag_device *dev = NULL;
     assert_int_equal(ag_device_sim_create(ctx, NULL, &dev), AG_OK);
     ag_dev_stream *s[2];
-    for (int k = 0; k < 2; k++)
-        assert_int_equal(ag_dev_stream_create(dev, &s[k]), AG_OK);
-    ag_alloc_config c;
-    ag_alloc_config_default(&c);
-    c.nstreams = 2;
-    c.mem_type = AG_MEM_HOST;
-    ag_memalloc *a = NULL;
-    assert_int_equal(ag_alloc_create(ctx, dev, s, &c, &a), AG_OK);
+    ag_memalloc *a = alloc_on(ctx, dev, dev, s, 2, AG_ALLOC_MULTI, AG_MEM_HOST);
     ag_block *b = NULL;
     assert_int_equal(ag_alloc_malloc(a, 0, 100, &b), AG_OK);
     assert_int_equal(ag_alloc_access(a, b, 1), AG_OK);
@@ -2332,6 +2342,47 @@ static const char fallback_text[] = "streams 3\nalloc w 4096 2\nfree w 2\nalloc 
                                     "free x 2\nalloc y 4096 2\nfree y 2\nalloc z 4096 2\nfree z 2\n"
                                     "alloc c 131072 0\nfree c 0\nfree f 0\nsync\n";
 
+/* The baseline: an event of a deferred free that the device fails to
+ * record.  The free reports the failure, its use is released all the
+ * same, and the host waits for that stream instead, so the block goes
+ * home at once (nothing else would recycle it in this mode). */
+static void test_base_record_fails(void **state)
+{
+    (void)state;
+    ag_ctx *ctx = agtest_ctx();
+    ag_device *sim = NULL, *dev = NULL;
+    assert_int_equal(ag_device_sim_create(ctx, NULL, &sim), AG_OK);
+    ag_dev_fault fl;
+    ag_dev_fault_init(&fl, AG_DEV_ENTRY_BIT(AG_DEV_E_EVENT_RECORD), 0, 0, AG_FAULT_RETURN);
+    assert_int_equal(ag_device_fault_wrap(ctx, sim, &fl, &dev), AG_OK);
+    ag_dev_stream *s[2];
+    ag_memalloc *a = alloc_on(ctx, sim, dev, s, 2, AG_ALLOC_BASELINE, AG_MEM_HBM);
+    ag_block *b = NULL;
+    assert_int_equal(ag_alloc_malloc(a, 0, 65536, &b), AG_OK);
+    void *mem = ag_block_ptr(b);
+    assert_int_equal(ag_alloc_access(a, b, 1), AG_OK);
+    assert_int_equal(ag_alloc_free(a, b, 1), AG_OK);
+    fl.fail_at = fl.calls + 1u; /* the record of the last free, on stream 1 */
+    assert_int_equal(ag_alloc_free(a, b, 0), AG_EDEVICE);
+    assert_true(agtest_errmsg_has(ctx, "stream 1: recording the event of a deferred free"));
+    ag_alloc_stats st = stats(a);
+    assert_int_equal(st.pending, 0);
+    assert_int_equal(st.allocated, 0);
+    assert_int_equal(a->npend, 0);
+    ag_block *again = NULL;
+    assert_int_equal(ag_alloc_malloc(a, 0, 65536, &again), AG_OK);
+    assert_ptr_equal(ag_block_ptr(again), mem);
+    assert_int_equal(ag_alloc_free(a, again, 0), AG_OK);
+    assert_int_equal(ag_alloc_sync(a, AG_SYNC_CLEAN), AG_OK);
+    st = stats(a);
+    assert_int_equal(st.cached, st.reserved);
+    ag_alloc_destroy(a);
+    for (int k = 0; k < 2; k++)
+        ag_dev_stream_destroy(sim, s[k]);
+    ag_device_destroy(dev);
+    close_empty(ctx, sim);
+}
+
 static void test_fallback_fault_sweep(void **state)
 {
     (void)state;
@@ -2404,6 +2455,7 @@ int main(void)
         cmocka_unit_test(test_reclaim_fault_sweep),
         cmocka_unit_test(test_gather_fault_sweep),
         cmocka_unit_test(test_fallback_fault_sweep),
+        cmocka_unit_test(test_base_record_fails),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
