@@ -22,6 +22,7 @@ struct ag_timed {
     tmap streams;   /* stream -> finish time of its last enqueued work */
     tmap events;    /* event -> time its recorded point completes */
     uint64_t calls; /* entries called on this device (the allocator's device calls) */
+    uint32_t capturing; /* streams in capture (begun and not ended through this wrapper) */
 };
 
 /* Fibonacci hashing: the top bits of the product, which every bit of the
@@ -262,11 +263,22 @@ static ag_status td_stream_wait_event(void *impl, ag_dev_stream *s, ag_dev_event
     return AG_OK;
 }
 
+/* Busy in the model: the inner device still refuses what the seam says
+ * it refuses (a poisoned device; a query of a capturing stream). */
+static ag_status model_busy(ag_timed *t, ag_dev_stream *s, ag_dev_event *e)
+{
+    if (!t->capturing && ag_dev_device_state(t->inner, NULL) == AG_DEV_HEALTHY)
+        return AG_OK;
+    bool ignored;
+    return s ? ag_dev_stream_query(t->inner, s, &ignored) : ag_dev_event_query(t->inner, e, &ignored);
+}
+
 static ag_status td_stream_query(void *impl, ag_dev_stream *s, bool *idle)
 {
     ((ag_timed *)impl)->calls++;
     ag_timed *t = impl;
     if (stream_end(t, s) > t->now) {
+        AG_TRY(model_busy(t, s, NULL));
         *idle = false;
         return AG_OK;
     }
@@ -285,6 +297,7 @@ static ag_status td_event_query(void *impl, ag_dev_event *e, bool *done)
     ag_timed *t = impl;
     uint64_t *p = tmap_find(&t->events, e);
     if (p && *p > t->now) {
+        AG_TRY(model_busy(t, NULL, e));
         *done = false;
         return AG_OK;
     }
@@ -309,14 +322,20 @@ static ag_status td_event_synchronize(void *impl, ag_dev_event *e)
 
 static ag_status td_capture_begin(void *impl, ag_dev_stream *s)
 {
-    ((ag_timed *)impl)->calls++;
-    return ag_dev_capture_begin(((ag_timed *)impl)->inner, s);
+    ag_timed *t = impl;
+    t->calls++;
+    AG_TRY(ag_dev_capture_begin(t->inner, s));
+    t->capturing++;
+    return AG_OK;
 }
 
 static ag_status td_capture_end(void *impl, ag_dev_stream *s, ag_dev_graph **out)
 {
-    ((ag_timed *)impl)->calls++;
-    return ag_dev_capture_end(((ag_timed *)impl)->inner, s, out);
+    ag_timed *t = impl;
+    t->calls++;
+    AG_TRY(ag_dev_capture_end(t->inner, s, out));
+    t->capturing--;
+    return AG_OK;
 }
 
 static ag_status td_graph_launch(void *impl, ag_dev_graph *g, ag_dev_stream *s)

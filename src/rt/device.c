@@ -126,6 +126,16 @@ void ag_dev_mem_free(ag_device *dev, void *ptr)
     dev->ops->mem_free(dev->impl, ptr);
 }
 
+/* A copy or memset of no bytes enqueues nothing, yet a poisoned device
+ * refuses it as it refuses every such entry. */
+static ag_status nothing_to_do(ag_device *dev, const char *entry)
+{
+    const char *why = "";
+    if (dev->ops->state(dev->impl, &why) == AG_DEV_HEALTHY)
+        return AG_OK;
+    return AG_ERR(dev->ctx, AG_EDEVICE, "device %s: the device is poisoned: %s", entry, why);
+}
+
 ag_status ag_dev_memcpy_async(ag_device *dev, ag_dev_copy_kind kind, void *dst, const void *src, size_t n,
                               ag_dev_stream *s)
 {
@@ -133,7 +143,7 @@ ag_status ag_dev_memcpy_async(ag_device *dev, ag_dev_copy_kind kind, void *dst, 
     CHECK_ARG(dev, (unsigned)kind < AG_COPY_COUNT_, "memcpy_async", "copy kind out of range");
     CHECK_ARG(dev, s, "memcpy_async", "stream is NULL");
     if (n == 0)
-        return AG_OK;
+        return nothing_to_do(dev, "memcpy_async");
     CHECK_ARG(dev, dst && src, "memcpy_async", "NULL source or destination");
     return dev->ops->memcpy_async(dev->impl, kind, dst, src, n, s);
 }
@@ -143,7 +153,7 @@ ag_status ag_dev_memset_async(ag_device *dev, void *dst, int value, size_t n, ag
     CHECK_DEV(dev);
     CHECK_ARG(dev, s, "memset_async", "stream is NULL");
     if (n == 0)
-        return AG_OK;
+        return nothing_to_do(dev, "memset_async");
     CHECK_ARG(dev, dst, "memset_async", "destination is NULL");
     return dev->ops->memset_async(dev->impl, dst, value, n, s);
 }

@@ -10,6 +10,7 @@
  * entry on a host thread frees. */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 
 #include "core/internal.h"
@@ -114,7 +115,9 @@ struct sim {
     ag_dev_graph *graphs;
     uint32_t next_stream_id;
     sim_args *retired; /* argument blocks no operation names any more */
-    bool poisoned;
+    /* Set once, under the lock, after why; read without it by sim_state
+     * (every other reader holds the lock). */
+    atomic_bool poisoned;
     char why[512];
 };
 
@@ -145,7 +148,7 @@ static void poison_locked(sim *d, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(d->why, sizeof d->why, fmt, ap);
     va_end(ap);
-    d->poisoned = true;
+    atomic_store_explicit(&d->poisoned, true, memory_order_release);
     pthread_cond_broadcast(&d->cv_progress);
 }
 
@@ -1007,8 +1010,8 @@ static ag_status sim_graph_launch(void *impl, ag_dev_graph *g, ag_dev_stream *s)
             }
         }
         pthread_cond_signal(&s->cv_work);
+        d->st.graph_launches++; /* (into a capture: part of the graph captured) */
     }
-    d->st.graph_launches++;
 done:
     unlock(d);
     return st;
@@ -1080,10 +1083,9 @@ done:
 
 static ag_dev_state sim_state(void *impl, const char **why)
 {
+    /* no lock: why is written before the flag, and never again */
     sim *d = impl;
-    lock(d);
-    bool p = d->poisoned;
-    unlock(d);
+    bool p = atomic_load_explicit(&d->poisoned, memory_order_acquire);
     *why = p ? d->why : "";
     return p ? AG_DEV_POISONED : AG_DEV_HEALTHY;
 }

@@ -1200,6 +1200,46 @@ static void test_max_split_below_regions(void **state)
     ag_ctx_destroy(ctx);
 }
 
+/* The timed device answers a query from its model when the model says
+ * busy, yet still refuses what the seam says it refuses: a query of a
+ * capturing stream, and any query once the device is poisoned. */
+static void test_timed_refuses(void **state)
+{
+    (void)state;
+    ag_ctx *ctx = agtest_ctx();
+    ag_device *sim = NULL, *dev = NULL;
+    ag_timed *t = NULL;
+    assert_int_equal(ag_device_sim_create(ctx, NULL, &sim), AG_OK);
+    assert_int_equal(ag_timed_wrap(sim, 10, &t, &dev), AG_OK);
+    ag_dev_stream *s = NULL;
+    ag_dev_event *e = NULL;
+    assert_int_equal(ag_dev_stream_create(dev, &s), AG_OK);
+    assert_int_equal(ag_dev_event_create(dev, &e), AG_OK);
+    ag_timed_kernel(t, s); /* busy for 10 ticks in the model */
+    assert_int_equal(ag_dev_event_record(dev, e, s), AG_OK);
+    bool idle = true, done = true;
+    assert_int_equal(ag_dev_stream_query(dev, s, &idle), AG_OK);
+    assert_false(idle);
+    assert_int_equal(ag_dev_event_query(dev, e, &done), AG_OK);
+    assert_false(done);
+    assert_int_equal(ag_dev_capture_begin(dev, s), AG_OK);
+    assert_int_equal(ag_dev_stream_query(dev, s, &idle), AG_EINVAL);
+    assert_true(agtest_errmsg_has(ctx, "is capturing"));
+    ag_dev_graph *g = NULL;
+    assert_int_equal(ag_dev_capture_end(dev, s, &g), AG_OK);
+    ag_dev_graph_destroy(dev, g);
+    assert_int_equal(ag_dev_stream_query(dev, s, &idle), AG_OK);
+    ag_dev_poison(dev, "a test fault");
+    assert_int_equal(ag_dev_stream_query(dev, s, &idle), AG_EDEVICE);
+    assert_int_equal(ag_dev_event_query(dev, e, &done), AG_EDEVICE);
+    assert_true(agtest_errmsg_has(ctx, "a test fault"));
+    ag_dev_event_destroy(dev, e);
+    ag_dev_stream_destroy(dev, s);
+    ag_device_destroy(dev);
+    ag_device_destroy(sim);
+    ag_ctx_destroy(ctx);
+}
+
 static void test_streams_256(void **state)
 {
     (void)state;
@@ -2426,6 +2466,7 @@ int main(void)
         cmocka_unit_test(test_join_after_send),
         cmocka_unit_test(test_borrow_larger_then_again),
         cmocka_unit_test(test_borrow_when_full),
+        cmocka_unit_test(test_timed_refuses),
         cmocka_unit_test(test_streams_256),
         cmocka_unit_test(test_mif_sparse_256),
         cmocka_unit_test(test_mif_sparse_all_rows),

@@ -378,12 +378,14 @@ static void test_capture_replay(void **state)
     assert_int_equal(ag_dev_stream_wait_event(dev, s2, e), AG_OK);
     ag_dev_graph *g2;
     assert_int_equal(ag_dev_capture_end(dev, s2, &g2), AG_OK);
+    assert_int_equal(stats(dev).graph_launches, 3); /* captured: nothing was enqueued */
     ag_dev_event_destroy(dev, e);
     assert_int_equal(stats(dev).live_events, 0);
     ag_dev_graph_destroy(dev, g);
     assert_int_equal(ag_dev_graph_launch(dev, g2, s1), AG_OK);
     assert_int_equal(ag_dev_stream_synchronize(dev, s1), AG_OK);
     assert_int_equal(count, 4);
+    assert_int_equal(stats(dev).graph_launches, 4);
 
     /* Replay refuses (all or nothing) once captured memory is gone. */
     ag_dev_mem_free(dev, a);
@@ -560,6 +562,10 @@ static void test_poisoned(void **state)
     assert_int_equal(ag_dev_mem_alloc(dev, AG_MEM_HBM, 64, 0, &b), AG_EDEVICE);
     assert_errmsg(ctx, "poisoned: stream 1: kernel 'broken_kernel'");
     assert_int_equal(ag_dev_memset_async(dev, a, 0, 64, s1), AG_EDEVICE);
+    /* nothing to enqueue is refused the same */
+    assert_int_equal(ag_dev_memset_async(dev, a, 0, 0, s1), AG_EDEVICE);
+    assert_int_equal(ag_dev_memcpy_async(dev, AG_COPY_D2D, a, a, 0, s1), AG_EDEVICE);
+    assert_errmsg(ctx, "device memcpy_async: the device is poisoned: stream 1: kernel 'broken_kernel'");
     assert_int_equal(ag_dev_event_record(dev, e, s1), AG_EDEVICE);
     assert_int_equal(ag_dev_synchronize(dev), AG_EDEVICE);
     assert_int_equal(ag_dev_event_synchronize(dev, e), AG_EDEVICE);
