@@ -284,21 +284,16 @@ typedef struct ag_lrec {
 
 /* ---- an event channel src -> dst: the device event and what the sends
  * since the last wait carried ---- */
-typedef struct ag_notice {
+typedef struct ag_notice { /* src's MIF row at the send is in the channel's rows */
     ag_block *blk;
     uint32_t version;
     uint32_t jep; /* the block's join count at the send */
-    /* src's MIF row at the send: here when it is one word (up to 64
-     * streams), so that a send and a wait touch one slot; else in the
-     * channel's rows */
-    uint64_t row1;
 } ag_notice;
 
 typedef struct ag_chan {
     ag_dev_event *ev;
     bool recorded;
-    /* capnotes notice slots, then their rows (W words each, none when W
-     * is 1: see ag_notice): at first
+    /* capnotes notice slots, then their rows (W words each): at first
      * the AG_CHAN_SLOTS slots allocated with the channel (ag_chan_bytes),
      * later one allocation of both (ag_chan_slot_bytes) */
     ag_notice *notes;
@@ -313,13 +308,10 @@ typedef struct ag_chan {
  * the first execution then allocates nothing more for them. */
 #define AG_CHAN_SLOTS 8u
 
-/* Words of a notice's row kept apart in the channel's rows. */
-static inline uint32_t ag_chan_row_words(uint32_t w) { return w == 1u ? 0u : w; }
-
 /* Bytes of n notice slots with their rows of w words. */
 static inline size_t ag_chan_slot_bytes(uint32_t n, uint32_t w)
 {
-    return (size_t)n * (sizeof(ag_notice) + (size_t)ag_chan_row_words(w) * sizeof(uint64_t));
+    return (size_t)n * (sizeof(ag_notice) + (size_t)w * sizeof(uint64_t));
 }
 
 /* Bytes of a channel with its first slots. */

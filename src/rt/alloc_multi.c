@@ -491,7 +491,7 @@ static ag_status chan_reserve(ag_memalloc *a, ag_chan *c, uint32_t more)
     uint64_t *rows = (uint64_t *)(nt + nc);
     if (c->nnotes) {
         memcpy(nt, c->notes, c->nnotes * sizeof *nt);
-        memcpy(rows, c->rows, (size_t)c->nnotes * ag_chan_row_words(a->w) * sizeof(uint64_t));
+        memcpy(rows, c->rows, (size_t)c->nnotes * a->w * sizeof(uint64_t));
     }
     if (!ag_chan_slots_inline(c))
         ag_free(a->ctx, c->notes, ag_chan_slot_bytes(c->capnotes, a->w));
@@ -526,7 +526,7 @@ ag_status ag_multi_send(ag_memalloc *a, uint32_t src, uint32_t dst)
         n->version = s->lrec[k].version;
         n->jep = b->jep;
         if (a->w == 1)
-            n->row1 = b->mif[src];
+            c->rows[c->nnotes] = b->mif[src];
         else
             memcpy(c->rows + (size_t)c->nnotes * a->w, ag_mif_view(a, b, src), a->w * sizeof(uint64_t));
         c->nnotes++;
@@ -564,11 +564,10 @@ static void chan_apply(ag_memalloc *a, ag_chan *c, uint32_t dst)
         /* A stream that joined since the send is absent from the carried
          * row, yet still uses the block: its bit must survive the merge. */
         uint64_t *d = ag_mif_own(a, b, dst);
-        const uint64_t *row = a->w == 1 ? &n->row1 : c->rows + (size_t)k * a->w;
         if (n->jep == b->jep)
-            ag_row_and(d, row, a->w);
+            ag_row_and(d, c->rows + (size_t)k * a->w, a->w);
         else
-            ag_row_and_since(d, a->n, row, b->joined, n->jep);
+            ag_row_and_since(d, a->n, c->rows + (size_t)k * a->w, b->joined, n->jep);
         if (b->users == 0 && !ag_row_any(d, a->w)) {
             ag_stat_unpend(a, b);
             global_recycle(a, b, dst);

@@ -116,7 +116,10 @@ struct sim {
     uint32_t next_stream_id;
     sim_args *retired; /* argument blocks no operation names any more */
     /* Set once, under the lock, after why; read without it by sim_state
-     * (every other reader holds the lock). */
+     * (every other reader holds the lock).  Apart from the fields above,
+     * which the lock and the stream workers write all the time: a reader
+     * of the flag would otherwise fetch their cache line at every look. */
+    char apart[64];
     atomic_bool poisoned;
     char why[512];
 };
