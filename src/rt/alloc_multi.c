@@ -169,18 +169,12 @@ ag_status ag_multi_malloc(ag_memalloc *a, uint32_t stream, uint64_t size, ag_blo
     return AG_OK;
 }
 
-/* A use on a stream that joins the views, or already has, beyond 64
- * streams: the views that exist learn it.  Apart, so that the dense
- * access saves no registers for it. */
-static __attribute__((noinline)) ag_status access_sparse(ag_memalloc *a, ag_block *b, uint32_t dst)
+/* Beyond 64 streams: the views that exist learn dst's use.  Apart, so
+ * that the dense access saves no registers for its calls. */
+static __attribute__((noinline)) void access_sparse(ag_memalloc *a, ag_block *b, uint32_t dst)
 {
-    if (b->occ[dst] == 0)
-        b->joined[dst] = ++b->jep;
     ag_block_mif_materialise(a, b);
     ag_mif_join(a, b, dst);
-    b->occ[dst]++;
-    b->users++;
-    return AG_OK;
 }
 
 ag_status ag_multi_access(ag_memalloc *a, ag_block *b, uint32_t dst)
@@ -191,25 +185,27 @@ ag_status ag_multi_access(ag_memalloc *a, ag_block *b, uint32_t dst)
         b->users++;
         return AG_OK;
     }
-    if (a->w > 1)
-        return access_sparse(a, b, dst);
     /* Notices already sent do not know dst uses the block (chan_apply). */
     if (b->occ[dst] == 0)
         b->joined[dst] = ++b->jep;
-    /* one word a row: the holder's bit (first sharing) and dst's at once */
-    uint64_t bits = UINT64_C(1) << dst;
-    uint64_t *mif = b->mif;
-    uint32_t n = a->n;
-    if (!b->shared) {
-        /* the first other stream: every row is empty, so it is written */
-        b->shared = true;
-        if (b->occ[b->holder] > 0)
-            bits |= UINT64_C(1) << b->holder;
-        for (uint32_t m = 0; m < n; m++)
-            mif[m] = bits;
+    if (a->w == 1) {
+        /* one word a row: the holder's bit (first sharing) and dst's at once */
+        uint64_t bits = UINT64_C(1) << dst;
+        uint64_t *mif = b->mif;
+        uint32_t n = a->n;
+        if (!b->shared) {
+            /* the first other stream: every row is empty, so it is written */
+            b->shared = true;
+            if (b->occ[b->holder] > 0)
+                bits |= UINT64_C(1) << b->holder;
+            for (uint32_t m = 0; m < n; m++)
+                mif[m] = bits;
+        } else {
+            for (uint32_t m = 0; m < n; m++)
+                mif[m] |= bits;
+        }
     } else {
-        for (uint32_t m = 0; m < n; m++)
-            mif[m] |= bits;
+        access_sparse(a, b, dst);
     }
     b->occ[dst]++;
     b->users++;
