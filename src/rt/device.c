@@ -131,7 +131,7 @@ void ag_dev_mem_free(ag_device *dev, void *ptr)
 static ag_status nothing_to_do(ag_device *dev, const char *entry)
 {
     const char *why = "";
-    if (dev->ops->state(dev->impl, &why) == AG_DEV_HEALTHY)
+    if (ag_dev_device_state(dev, &why) == AG_DEV_HEALTHY)
         return AG_OK;
     return AG_ERR(dev->ctx, AG_EDEVICE, "device %s: the device is poisoned: %s", entry, why);
 }
