@@ -156,6 +156,15 @@ bool ag_stream_idle(ag_memalloc *a, uint32_t u)
     return idle;
 }
 
+ag_status ag_stream_sync(ag_memalloc *a, uint32_t u)
+{
+    uint64_t mark = ag_hb_mark(a, u); /* before the synchronise: never claims more */
+    AG_TRY(ag_dev_stream_synchronize(a->dev, a->streams[u]));
+    ag_hb_join(a, UINT32_MAX, mark);
+    ag_epoch_done(a, u);
+    return AG_OK;
+}
+
 bool ag_stream_seen_idle(ag_memalloc *a, uint32_t u, uint8_t *asked)
 {
     if (asked[u] == 0)
@@ -256,14 +265,10 @@ static bool wait_instead(ag_memalloc *a, uint32_t u)
     ag_ctx *dctx = ag_device_ctx(a->dev);
     ag_err_saved saved;
     ag_ctx_error_save(dctx, &saved);
-    uint64_t mark = ag_hb_mark(a, u); /* before the synchronise: never claims more */
-    if (ag_dev_stream_synchronize(a->dev, a->streams[u]) != AG_OK) {
-        ag_ctx_error_restore(dctx, &saved);
-        return false;
-    }
-    ag_hb_join(a, UINT32_MAX, mark);
-    ag_epoch_done(a, u);
-    return true;
+    if (ag_stream_sync(a, u) == AG_OK)
+        return true;
+    ag_ctx_error_restore(dctx, &saved);
+    return false;
 }
 
 ag_status ag_base_free(ag_memalloc *a, ag_block *b, uint32_t stream)

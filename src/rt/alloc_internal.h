@@ -714,6 +714,9 @@ ag_status ag_stream_query(ag_memalloc *a, uint32_t u, bool *idle);
  * tell, or fails, answers busy (its error cleared).  The second form asks
  * once per round: asked[u] is 0 before, 1 idle, 2 busy. */
 bool ag_stream_idle(ag_memalloc *a, uint32_t u);
+/* Synchronises stream u, and the host has seen it complete (its epoch,
+ * the happens-before hook); the device's status. */
+ag_status ag_stream_sync(ag_memalloc *a, uint32_t u);
 bool ag_stream_seen_idle(ag_memalloc *a, uint32_t u, uint8_t *asked);
 
 /* Bookkeeping shared by both modes: a block handed out; its last user gone

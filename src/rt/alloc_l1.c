@@ -312,14 +312,9 @@ uint64_t ag_pools_release(ag_memalloc *a, bool sync)
         ag_astream *s = &a->st[k];
         if (!ag_heap_has_free_region(&s->pool[0]) && !ag_heap_has_free_region(&s->pool[1]))
             continue;
-        if (sync) {
-            uint64_t mark = ag_hb_mark(a, k);
-            if (ag_dev_stream_synchronize(a->dev, a->streams[k]) != AG_OK) {
-                ag_dev_note(a);
-                continue; /* a poisoned device: keep the memory, it may still be touched */
-            }
-            ag_hb_join(a, UINT32_MAX, mark);
-            ag_epoch_done(a, k);
+        if (sync && ag_stream_sync(a, k) != AG_OK) {
+            ag_dev_note(a);
+            continue; /* a poisoned device: keep the memory, it may still be touched */
         }
         freed += ag_heap_trim(&s->pool[0]);
         freed += ag_heap_trim(&s->pool[1]);
