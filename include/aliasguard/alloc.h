@@ -154,7 +154,13 @@ ag_status ag_alloc_create(ag_ctx *ctx, ag_device *dev, ag_dev_stream *const *str
                           ag_memalloc **out);
 /* Synchronises the device, recycles everything and returns all memory to
  * the device.  Blocks still live are reclaimed (counted in the stats only).
- * NULL accepted. */
+ * Memory goes back only once the device's work on it is proven done: the
+ * device synchronise succeeded, each of the allocator's streams
+ * synchronised alone, or the device is poisoned (queued work dropped).
+ * Otherwise (a stream is capturing, a call from a kernel, a failing
+ * synchronise) the device memory stays allocated, for ag_device_destroy
+ * to free, and ctx holds an AG_EDEVICE error naming the stream and the
+ * bytes kept.  NULL accepted. */
 void ag_alloc_destroy(ag_memalloc *a);
 
 /* Allocates at least size (> 0) bytes for use on stream.  Own pool first,

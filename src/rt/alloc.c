@@ -88,18 +88,41 @@ static ag_status check_config(ag_ctx *ctx, const ag_alloc_config *c)
     return AG_OK;
 }
 
+/* The device synchronise failed: whether each of a's streams drains when
+ * synchronised alone.  On a poisoned device queued work is dropped and
+ * streams still drain; a capturing stream, a call from a kernel or a
+ * failing device leave a stream unproven (*stuck, its message in *why). */
+static bool streams_drained(ag_memalloc *a, uint32_t *stuck, char *why, size_t cap)
+{
+    for (uint32_t k = 0; k < a->n; k++) {
+        if (ag_dev_stream_synchronize(a->dev, a->streams[k]) == AG_OK ||
+            ag_dev_device_state(a->dev, NULL) == AG_DEV_POISONED)
+            continue;
+        *stuck = k;
+        snprintf(why, cap, "%s", ag_ctx_errmsg(ag_device_ctx(a->dev)));
+        return false;
+    }
+    return true;
+}
+
 void ag_alloc_destroy(ag_memalloc *a)
 {
     if (!a)
         return;
     ag_ctx *ctx = a->ctx;
     /* Nothing queued may still touch the memory given back below.  A
-     * poisoned device fails the synchronise: the caller's error stays. */
+     * poisoned device fails the synchronise: the caller's error stays.
+     * Where no synchronise proves a stream done, the device memory stays
+     * allocated (the device frees it when it is destroyed). */
     ag_ctx *dctx = ag_device_ctx(a->dev);
     ag_err_saved saved;
     ag_ctx_error_save(dctx, &saved);
-    if (ag_dev_synchronize(a->dev) != AG_OK)
-        ag_ctx_error_restore(dctx, &saved);
+    uint32_t stuck = 0;
+    char why[256];
+    if (ag_dev_synchronize(a->dev) != AG_OK && !streams_drained(a, &stuck, why, sizeof why))
+        a->keep_device = true;
+    ag_ctx_error_restore(dctx, &saved);
+    uint64_t kept = a->s.reserved;
     if (a->chans) {
         for (size_t k = 0; k < (size_t)a->n * a->n; k++) {
             ag_chan *c = a->chans[k];
@@ -140,7 +163,13 @@ void ag_alloc_destroy(ag_memalloc *a)
         b = nx;
     }
     ag_free(ctx, a->streams, (size_t)a->n * sizeof *a->streams);
+    bool keep = a->keep_device;
     ag_free(ctx, a, sizeof *a);
+    if (keep)
+        (void)AG_ERR(ctx, AG_EDEVICE,
+                     "ag_alloc_destroy: stream %u could not be synchronised (%s): %llu bytes of device memory "
+                     "left allocated, for the device to free when it is destroyed",
+                     stuck, why, (unsigned long long)kept);
 }
 
 ag_status ag_alloc_create(ag_ctx *ctx, ag_device *dev, ag_dev_stream *const *streams, const ag_alloc_config *cfg,

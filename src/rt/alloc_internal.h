@@ -407,6 +407,7 @@ struct ag_memalloc {
     uint64_t clean_lrecs, clean_borrows;
     bool no_stream_query; /* the device predates ag_dev_stream_query */
     bool stream_query_ok; /* ... and it answered once: it does not */
+    bool keep_device;     /* ag_alloc_destroy: no synchronise proved the streams done */
     ag_hb_mark_fn hb_mark;
     ag_hb_join_fn hb_join;
     void *hb_ud;

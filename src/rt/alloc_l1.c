@@ -46,7 +46,8 @@ static void dev_release(void *ud, uintptr_t addr, uint64_t size, void *cookie)
 {
     ag_memalloc *a = ud;
     (void)addr;
-    ag_dev_mem_free(a->dev, cookie);
+    if (!a->keep_device) /* (ag_alloc_destroy: queued work may still use it) */
+        ag_dev_mem_free(a->dev, cookie);
     a->s.reserved -= size;
     a->s.device_frees++;
 }

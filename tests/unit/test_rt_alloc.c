@@ -2423,6 +2423,61 @@ static void test_base_record_fails(void **state)
     close_empty(ctx, sim);
 }
 
+/* A kernel that waits for the gate, then writes its block. */
+typedef struct late_write {
+    atomic_int open;
+    void *mem;
+    size_t n;
+} late_write;
+
+static ag_status late_write_kernel(void *arg)
+{
+    late_write *w = arg;
+    while (!atomic_load(&w->open))
+        sched_yield();
+    memset(w->mem, 0x5a, w->n);
+    return AG_OK;
+}
+
+/* Destroyed while one of its streams captures: no synchronise can prove
+ * that stream's queued work done, so the device memory stays allocated
+ * (the kernel still writing it finds it there), the error says why, and
+ * the device frees it at its destroy.  With no capture, every byte goes
+ * back. */
+static void test_destroy_while_capturing(void **state)
+{
+    (void)state;
+    for (int mode = 0; mode < 2; mode++) {
+        fix f;
+        fix_open(&f, 2, (ag_alloc_mode)mode, 0);
+        ag_block *b = xmalloc(&f, 1, 4096);
+        late_write w = {.mem = ag_block_ptr(b), .n = 4096};
+        assert_int_equal(ag_dev_launch(f.dev, f.s[1], late_write_kernel, &w, "late write"), AG_OK);
+        assert_int_equal(ag_alloc_free(f.a, b, 1), AG_OK);
+        assert_int_equal(ag_dev_capture_begin(f.dev, f.s[1]), AG_OK);
+        ag_alloc_destroy(f.a);
+        assert_true(agtest_errmsg_has(f.ctx, "stream 1 could not be synchronised"));
+        assert_true(agtest_errmsg_has(f.ctx, "is capturing"));
+        assert_true(agtest_errmsg_has(f.ctx, "bytes of device memory left allocated"));
+        ag_dev_stats ds = {.size = sizeof ds};
+        ag_dev_stats_get(f.dev, &ds);
+        assert_true(ds.mem[AG_MEM_HBM].live > 0);
+        atomic_store(&w.open, 1);
+        ag_dev_graph *g = NULL;
+        assert_int_equal(ag_dev_capture_end(f.dev, f.s[1], &g), AG_OK);
+        ag_dev_graph_destroy(f.dev, g);
+        assert_int_equal(ag_dev_stream_synchronize(f.dev, f.s[1]), AG_OK);
+        ag_dev_stats_get(f.dev, &ds);
+        assert_int_equal(ds.launches, 1); /* it ran, on memory still allocated */
+        assert_true(ds.mem[AG_MEM_HBM].live > 0);
+        for (uint32_t k = 0; k < f.n; k++)
+            ag_dev_stream_destroy(f.dev, f.s[k]);
+        free(f.s);
+        ag_device_destroy(f.dev); /* frees what the allocator left */
+        ag_ctx_destroy(f.ctx);
+    }
+}
+
 static void test_fallback_fault_sweep(void **state)
 {
     (void)state;
@@ -2496,6 +2551,7 @@ int main(void)
         cmocka_unit_test(test_reclaim_fault_sweep),
         cmocka_unit_test(test_gather_fault_sweep),
         cmocka_unit_test(test_fallback_fault_sweep),
+        cmocka_unit_test(test_destroy_while_capturing),
         cmocka_unit_test(test_base_record_fails),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
