@@ -192,6 +192,9 @@ ag_status ag_alloc_create(ag_ctx *ctx, ag_device *dev, ag_dev_stream *const *str
     a->ctx = ctx;
     a->dev = dev;
     a->cfg = *cfg;
+    a->front_max = cfg->page_size < cfg->max_split ? cfg->page_size : cfg->max_split - (cfg->max_split > 0);
+    if (cfg->front_blocks == 0)
+        a->front_max = 0;
     a->cfg.size = sizeof a->cfg;
     a->n = cfg->nstreams;
     a->w = ag_mif_words(a->n);

@@ -65,6 +65,12 @@ struct ag_heap {
     uint64_t keep; /* free spans this large serve only requests this large (UINT64_MAX) */
     uint64_t alone; /* requests this large take no span of ag_fit_limit(size, slack) or more (UINT64_MAX) */
     uint32_t slack; /* percent */
+    /* How the owner grows the heap for a request (ag_heap_set_growth):
+     * every growth a multiple of grow_q, one for a request of alone or
+     * more rounded to alone_q first.  A take never refuses a span no
+     * larger than such a growth, or the request could never reuse it. */
+    uint64_t grow_q, alone_q;
+    uint64_t oversize; /* requests this large grow spans of max_split or more: any such span serves them */
     uint32_t qshift; /* log2(quantum): bins divide by a shift */
     uint32_t tag;    /* the user's label (a pool: its stream) */
     ag_heap_grow_fn grow;
@@ -95,6 +101,10 @@ struct ag_heap {
 
 void ag_heap_init(ag_heap *h, ag_ctx *ctx, uint64_t quantum, uint64_t split_min, uint64_t max_split,
                   ag_heap_grow_fn grow, ag_heap_release_fn release, void *ud, bool poison);
+/* The owner grows h in multiples of grow_q, and for a request of h->alone
+ * or more a region of its size rounded to alone_q, then to grow_q (both
+ * powers of two or not, multiples of the quantum; the defaults: the quantum). */
+void ag_heap_set_growth(ag_heap *h, uint64_t grow_q, uint64_t alone_q);
 /* Keeps h's wholly free spans in set (shared with other heaps) and stamps
  * them from *epoch; before any region is added. */
 void ag_heap_share_whole(ag_heap *h, ag_wholeset *set, const uint64_t *epoch, uint32_t tag);
@@ -408,6 +418,10 @@ struct ag_memalloc {
     bool no_stream_query; /* the device predates ag_dev_stream_query */
     bool stream_query_ok; /* ... and it answered once: it does not */
     bool keep_device;     /* ag_alloc_destroy: no synchronise proved the streams done */
+    /* The largest block the front caches keep: none without front_blocks;
+     * no large one (it would keep its region from going back to L1); none
+     * of max_split or more (a whole region, whose size no request asks) */
+    uint64_t front_max;
     ag_hb_mark_fn hb_mark;
     ag_hb_join_fn hb_join;
     void *hb_ud;
@@ -619,6 +633,11 @@ ag_status ag_pool_init(ag_memalloc *a, uint32_t stream);
  * from L1 (multi) or the device (baseline), trimming and retrying; tried:
  * the caller already found no cached span there. */
 ag_status ag_pool_take(ag_memalloc *a, uint32_t stream, uint64_t size, bool tried, uint32_t *pool, ag_span **out);
+/* The host records a growth of stream's pool for size may need (the
+ * pool's, and in the multi mode L1's), before the device is asked: an
+ * AG_ENOMEM from ag_pool_take after it is the device's refusal, never
+ * the host's, and only a refusal calls for trim, reclaim and retry. */
+ag_status ag_pool_prepare(ag_memalloc *a, uint32_t stream, uint64_t size);
 /* Request rounding (min_block is a power of two). */
 static inline uint64_t ag_pool_round(const ag_memalloc *a, uint64_t size)
 {
@@ -803,9 +822,8 @@ static inline void ag_block_to_pool(ag_memalloc *a, ag_block *b)
 
 static inline void ag_recent_put(ag_memalloc *a, ag_block *b)
 {
-    /* Only small blocks: a large one kept here would keep its region from
-     * going back to L1. */
-    if (b->size > a->cfg.page_size || a->cfg.front_blocks == 0) {
+    /* Only small blocks (ag_memalloc.front_max). */
+    if (b->size > a->front_max) {
         ag_block_to_pool(a, b);
         return;
     }

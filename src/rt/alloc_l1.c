@@ -83,6 +83,8 @@ static ag_span *steal_pick(ag_memalloc *a, uint64_t size, uint32_t *owner)
     uint64_t limit = size + (size > a->cfg.l1_segment ? size : a->cfg.l1_segment);
     if (size >= a->cfg.large_alone)
         limit = ag_fit_limit(size, a->cfg.large_slack) - 1u; /* as the heaps take for such a request */
+    if (size < a->cfg.max_split && limit >= a->cfg.max_split)
+        limit = a->cfg.max_split - 1u; /* nor a span never split for a smaller request */
     const ag_wholeset *w = &a->pool_whole;
     uint32_t b1 = ag_alloc_bin(limit >> w->qshift);
     /* the smallest bin holding a region that needs no event is close
@@ -177,7 +179,7 @@ static bool l1_gather(ag_memalloc *a)
 static ag_status l1_take(ag_memalloc *a, uint64_t size, ag_span **out)
 {
     ag_heap *h = &a->l1;
-    AG_TRY(ag_heap_reserve(h));
+    AG_TRY(ag_heap_prepare(h)); /* (an AG_ENOMEM below is the device's) */
     /* L1 is mostly empty while the pools hold the memory */
     ag_span *s = ag_heap_cached(h) >= size ? ag_heap_take(h, size) : NULL;
     if (s)
@@ -302,6 +304,10 @@ ag_status ag_pool_init(ag_memalloc *a, uint32_t stream)
         s->pool[AG_POOL_LARGE].alone = a->cfg.large_alone;
         s->pool[AG_POOL_LARGE].slack = a->cfg.large_slack;
     }
+    /* the multi mode's regions are L1 pages (ag_pool_take) */
+    if (multi)
+        for (uint32_t p = 0; p < 2; p++)
+            ag_heap_set_growth(&s->pool[p], a->cfg.page_size, a->cfg.alone_round);
     return AG_OK;
 }
 
@@ -321,6 +327,12 @@ uint64_t ag_pools_release(ag_memalloc *a, bool sync)
         freed += ag_heap_trim(&s->pool[1]);
     }
     return freed;
+}
+
+ag_status ag_pool_prepare(ag_memalloc *a, uint32_t stream, uint64_t size)
+{
+    AG_TRY(ag_heap_prepare(&a->st[stream].pool[ag_pool_of(a, size)]));
+    return a->cfg.mode == AG_ALLOC_MULTI ? ag_heap_prepare(&a->l1) : AG_OK;
 }
 
 ag_status ag_pool_take(ag_memalloc *a, uint32_t stream, uint64_t size, bool tried, uint32_t *pool, ag_span **out)
@@ -354,8 +366,7 @@ ag_status ag_pool_take(ag_memalloc *a, uint32_t stream, uint64_t size, bool trie
         /* When L1 has no room cached, a free region of another pool moves
          * here whole, backing and all (as l1_take would, at less cost). */
         bool move = cut && ag_heap_cached(&a->l1) < region;
-        if (move)
-            AG_TRY(ag_heap_prepare(h)); /* a record for the region, moved or grown */
+        AG_TRY(ag_pool_prepare(a, stream, size)); /* a record for the region, moved or grown */
         ag_span *w = move ? steal_ordered(a, region) : NULL;
         if (w) {
             s = ag_heap_adopt(h, w, size);

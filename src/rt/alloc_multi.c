@@ -89,7 +89,13 @@ again:;
         goto again;
     }
     if (!span && !lent) {
-        ag_status st = ag_pool_take(a, stream, r, true, &pool, &span);
+        /* the host's records first: a failure there is no device refusal */
+        ag_status st = ag_pool_prepare(a, stream, r);
+        if (st != AG_OK) {
+            ag_block_put(a, b);
+            return st;
+        }
+        st = ag_pool_take(a, stream, r, true, &pool, &span);
         if (st == AG_ENOMEM && a->cfg.borrow && as->borrow.count &&
             (lent = ag_borrow_take(a, &as->borrow, r, UINT64_MAX)) != NULL)
             ag_ctx_clear_error(a->ctx); /* served: the device's refusal is no failure */

@@ -56,6 +56,22 @@ void ag_heap_init(ag_heap *h, ag_ctx *ctx, uint64_t quantum, uint64_t split_min,
     h->poison = poison;
     ag_assert(quantum && !(quantum & (quantum - 1u)));
     h->qshift = (uint32_t)__builtin_ctzll(quantum);
+    ag_heap_set_growth(h, quantum, quantum);
+}
+
+static uint64_t round_to(uint64_t v, uint64_t q)
+{
+    return v > UINT64_MAX - (q - 1u) ? UINT64_MAX : (v + q - 1u) / q * q;
+}
+
+void ag_heap_set_growth(ag_heap *h, uint64_t grow_q, uint64_t alone_q)
+{
+    ag_assert(grow_q % h->quantum == 0 && alone_q % h->quantum == 0);
+    h->grow_q = grow_q;
+    h->alone_q = alone_q;
+    /* the least request whose growth, rounded to grow_q, reaches max_split */
+    uint64_t m = round_to(h->max_split, grow_q);
+    h->oversize = m == UINT64_MAX ? h->max_split : m == 0 ? 0 : m - grow_q + 1u;
 }
 
 void ag_heap_share_whole(ag_heap *h, ag_wholeset *set, const uint64_t *epoch, uint32_t tag)
@@ -198,14 +214,18 @@ static ag_span *take(ag_heap *h, uint64_t size, uint64_t cap);
 
 ag_span *ag_heap_take(ag_heap *h, uint64_t size)
 {
-    /* spans of max_split or more serve only requests that large (never
-     * split); spans of keep or more too (split for them); a request of
-     * alone or more takes no span more than slack percent larger */
-    uint64_t cap = size < h->max_split ? h->max_split : UINT64_MAX;
+    /* spans of max_split or more serve only requests whose growth is that
+     * large (never split); spans of keep or more serve only requests that
+     * large (split for them); a request of alone or more takes no span
+     * more than slack percent larger, nor larger than its own growth */
+    uint64_t cap = size < h->oversize ? h->max_split : UINT64_MAX;
     if (size < h->keep && h->keep < cap)
         cap = h->keep;
     if (size >= h->alone) {
         uint64_t lim = ag_fit_limit(size, h->slack);
+        uint64_t grown = round_to(round_to(size, h->alone_q), h->grow_q);
+        if (grown != UINT64_MAX && grown >= lim)
+            lim = grown + 1u;
         cap = lim < cap ? lim : cap;
     }
     return take(h, size, cap);
@@ -213,10 +233,10 @@ ag_span *ag_heap_take(ag_heap *h, uint64_t size)
 
 ag_span *ag_heap_take_any(ag_heap *h, uint64_t size)
 {
-    ag_span *s = take(h, size, size < h->max_split ? h->max_split : UINT64_MAX);
+    ag_span *s = take(h, size, size < h->oversize ? h->max_split : UINT64_MAX);
     /* nothing below max_split: a larger span serves whole (carve does not
      * split it), as a growth that could not stay below max_split would */
-    return s || size >= h->max_split ? s : take(h, size, UINT64_MAX);
+    return s || size >= h->oversize ? s : take(h, size, UINT64_MAX);
 }
 
 static ag_span *take(ag_heap *h, uint64_t size, uint64_t cap)

@@ -2423,6 +2423,126 @@ static void test_base_record_fails(void **state)
     close_empty(ctx, sim);
 }
 
+/* One stream asks for size, frees it, ten times over: the region grown
+ * for the first request serves every later one. */
+static void same_size_reused(const ag_alloc_config *c, uint64_t size)
+{
+    fix f;
+    fix_open_cfg(&f, 1, AG_ALLOC_MULTI, 0, c);
+    for (int i = 0; i < 10; i++) {
+        ag_block *b = xmalloc(&f, 0, size);
+        assert_int_equal(ag_alloc_free(f.a, b, 0), AG_OK);
+    }
+    ag_alloc_stats s = stats(f.a);
+    assert_int_equal(s.device_allocs, 1);
+    assert_int_equal(s.cached, s.reserved);
+    fix_close(&f);
+}
+
+/* A region grown for a request is never too large for that request to
+ * take again: a request below max_split whose region, in L1 pages,
+ * reaches it; a request of large_alone or more whose region, rounded to
+ * alone_round, is more than large_slack percent larger. */
+static void test_growth_serves_again(void **state)
+{
+    (void)state;
+    ag_alloc_config c;
+    ag_alloc_config_default(&c);
+    c.max_split = 32u << 10; /* below a page: every region is whole */
+    same_size_reused(&c, 1000);
+    c.max_split = 1u << 20;
+    same_size_reused(&c, 1000000);
+    ag_alloc_config_default(&c);
+    c.large_alone = 1u << 20;
+    c.large_slack = 5;
+    same_size_reused(&c, (1u << 20) + 1u);
+    ag_alloc_config_default(&c);
+    c.large_slack = 0;
+    same_size_reused(&c, (10u << 20) + 1u);
+}
+
+/* A free region moved from another pool is never a span of max_split or
+ * more given whole to a smaller request. */
+static void test_move_keeps_max_split(void **state)
+{
+    (void)state;
+    ag_alloc_config c;
+    ag_alloc_config_default(&c);
+    c.max_split = 4u << 20;
+    fix f;
+    fix_open_cfg(&f, 2, AG_ALLOC_MULTI, 0, &c);
+    ag_block *x = xmalloc(&f, 1, 5u << 20);
+    assert_int_equal(ag_alloc_free(f.a, x, 1), AG_OK);
+    ag_block *y = xmalloc(&f, 0, 3u << 20);
+    assert_true(ag_block_size(y) < c.max_split);
+    assert_int_equal(stats(f.a).regions_moved, 0);
+    assert_int_equal(ag_alloc_free(f.a, y, 0), AG_OK);
+    fix_close(&f);
+}
+
+/* A host allocation of the allocator failing while a pool grows is the
+ * host's out of memory, not the device's refusal: no trim, reclaim or
+ * retry, and L1's cache stays; at each allocating call of the request,
+ * both modes (the device has a context of its own: a failure there is the
+ * device's).  A failure the request recovers from (an optional record)
+ * serves it.  Eight regions of their own fill a pool's first chunk of
+ * region records, so the ninth needs a new one. */
+static void test_host_oom_in_growth(void **state)
+{
+    (void)state;
+    for (int m = 0; m < 2; m++) {
+        uint64_t failed = 0;
+        for (uint64_t k = 1;; k++) {
+            assert_true(k < 1000);
+            ag_testalloc ta;
+            ag_testalloc_init(&ta, 0, 0);
+            ag_allocator hook = ag_testalloc_hook(&ta);
+            ag_ctx *ctx = ag_ctx_create(&hook), *dctx = agtest_ctx();
+            assert_non_null(ctx);
+            ag_device *dev = NULL;
+            assert_int_equal(ag_device_sim_create(dctx, NULL, &dev), AG_OK);
+            ag_dev_stream *s[2];
+            ag_memalloc *a = alloc_on(ctx, dev, dev, s, 2, m ? AG_ALLOC_BASELINE : AG_ALLOC_MULTI, AG_MEM_HBM);
+            ag_block *b[9] = {0}, *x = NULL;
+            for (int i = 0; i < 8; i++)
+                assert_int_equal(ag_alloc_malloc(a, 0, 12u << 20, &b[i]), AG_OK);
+            assert_int_equal(ag_alloc_malloc(a, 1, 300000, &x), AG_OK);
+            assert_int_equal(ag_alloc_free(a, x, 1), AG_OK);
+            ag_alloc_stats s0 = stats(a);
+            ta.fail_at = ta.calls + k;
+            ag_status st = ag_alloc_malloc(a, 0, 12u << 20, &b[8]);
+            ta.fail_at = 0;
+            bool injected = ta.nfail > 0;
+            ag_alloc_stats s1 = stats(a);
+            assert_int_equal(s1.retries, 0);
+            assert_int_equal(s1.device_frees, s0.device_frees);
+            if (st == AG_OK) {
+                assert_int_equal(ag_alloc_free(a, b[8], 0), AG_OK);
+            } else {
+                failed++;
+                assert_true(injected);
+                assert_int_equal(st, AG_ENOMEM);
+                assert_true(agtest_errmsg_has(ctx, "out of memory"));
+                assert_int_equal(s1.device_allocs, s0.device_allocs);
+                assert_int_equal(s1.cached, s0.cached);
+                assert_int_equal(s1.allocated, s0.allocated);
+            }
+            for (int i = 0; i < 8; i++)
+                assert_int_equal(ag_alloc_free(a, b[i], 0), AG_OK);
+            assert_true(heaps_ok(a));
+            ag_alloc_destroy(a);
+            for (int i = 0; i < 2; i++)
+                ag_dev_stream_destroy(dev, s[i]);
+            close_empty(dctx, dev);
+            ag_ctx_destroy(ctx);
+            assert_int_equal(ta.live_blocks, 0);
+            if (!injected)
+                break;
+        }
+        assert_true(failed > 0);
+    }
+}
+
 /* A kernel that waits for the gate, then writes its block. */
 typedef struct late_write {
     atomic_int open;
@@ -2552,6 +2672,9 @@ int main(void)
         cmocka_unit_test(test_gather_fault_sweep),
         cmocka_unit_test(test_fallback_fault_sweep),
         cmocka_unit_test(test_destroy_while_capturing),
+        cmocka_unit_test(test_growth_serves_again),
+        cmocka_unit_test(test_move_keeps_max_split),
+        cmocka_unit_test(test_host_oom_in_growth),
         cmocka_unit_test(test_base_record_fails),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
