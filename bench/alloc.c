@@ -15,7 +15,7 @@
  *   alloc compare TRACE [TICKS [RUNS]]
  *                                  replays TRACE with both modes in turn (the
  *                                  best of at least 9 replays, and of as many
- *                                  as 0.2 s of each mode take) under the
+ *                                  as 1 s of each mode takes) under the
  *                                  timing model: kernels of TICKS host
  *                                  operations (default 0, an idle device),
  *                                  as RUNS executions in a row (default 1) */
@@ -406,20 +406,47 @@ static int model(const char *path, uint32_t n, int nbind, char **bind)
 #define COMPARE_SECONDS 1.0
 #define COMPARE_MAX_REPS 1000
 
+/* The whole of path, read until its end (a directory or an unreadable
+ * file is an error, errno saying why); NULL on failure. */
+static char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    size_t cap = 1u << 16, n = 0;
+    char *text = malloc(cap);
+    while (text) {
+        n += fread(text + n, 1, cap - n, f);
+        if (n < cap)
+            break;
+        char *more = realloc(text, cap * 2u);
+        if (!more)
+            free(text);
+        text = more;
+        cap *= 2u;
+    }
+    int bad = !text || ferror(f);
+    int err = text ? EIO : ENOMEM;
+    if (ferror(f) && errno)
+        err = errno;
+    fclose(f);
+    if (bad) {
+        free(text);
+        errno = err;
+        return NULL;
+    }
+    *len = n;
+    return text;
+}
+
 static int compare(const char *path, uint32_t ticks, uint32_t runs)
 {
     pin_host_heap();
     ag_ctx *ctx = ag_ctx_create(NULL);
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    size_t len = 0;
+    char *text = slurp(path, &len);
+    if (!text)
         return die(path, NULL);
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *text = malloc((size_t)len + 1);
-    if (fread(text, 1, (size_t)len, f) != (size_t)len)
-        return die(path, NULL);
-    fclose(f);
     ag_alloc_trace *t = NULL;
     ag_device *dev = NULL;
     if (ag_alloc_trace_parse(ctx, path, text, (size_t)len, &t) || ag_device_sim_create(ctx, NULL, &dev))
@@ -471,7 +498,8 @@ static int compare(const char *path, uint32_t ticks, uint32_t runs)
            "device calls multi %llu, baseline %llu\n",
            path, ticks, rs, (unsigned long long)ops, ag_alloc_trace_streams(t),
            (unsigned long long)best[0].stats.peak_allocated, (unsigned long long)hi[0], range[0],
-           (unsigned long long)hi[1], range[1], ((double)hi[0] / (double)hi[1] - 1.0) * 100.0, tm, tb, tm / tb,
+           (unsigned long long)hi[1], range[1], hi[1] ? ((double)hi[0] / (double)hi[1] - 1.0) * 100.0 : 0.0, tm, tb,
+           tb > 0 ? tm / tb : 1.0,
            (unsigned long long)best[0].device_ticks, (unsigned long long)best[1].device_ticks,
            (unsigned long long)best[0].device_calls, (unsigned long long)best[1].device_calls);
     ag_alloc_trace_destroy(t);
@@ -481,17 +509,48 @@ static int compare(const char *path, uint32_t ticks, uint32_t runs)
     return 0;
 }
 
+/* A decimal argument from lo to hi, whole; 0 when it is not one. */
+static int arg_u64(const char *what, const char *text, uint64_t lo, uint64_t hi, uint64_t *out)
+{
+    char *end = NULL;
+    errno = 0;
+    unsigned long long v = text[0] >= '0' && text[0] <= '9' ? strtoull(text, &end, 10) : 0;
+    if (!end || *end || errno || v < lo || v > hi) {
+        fprintf(stderr, "alloc bench: %s expects a number from %llu to %llu, not '%s'\n", what,
+                (unsigned long long)lo, (unsigned long long)hi, text);
+        return 0;
+    }
+    *out = v;
+    return 1;
+}
+
 int main(int argc, char **argv)
 {
-    if (argc >= 2 && strcmp(argv[1], "pair") == 0)
-        return bench_pair(argc > 2 ? strtoull(argv[2], NULL, 10) : 2000000u);
-    if (argc == 5 && strcmp(argv[1], "synth") == 0)
-        return synth(strtoull(argv[2], NULL, 10), strtoull(argv[3], NULL, 10), (uint32_t)strtoul(argv[4], NULL, 10));
-    if (argc >= 4 && strcmp(argv[1], "model") == 0)
-        return model(argv[2], (uint32_t)strtoul(argv[3], NULL, 10), argc - 4, argv + 4);
-    if (argc >= 3 && argc <= 5 && strcmp(argv[1], "compare") == 0)
-        return compare(argv[2], argc >= 4 ? (uint32_t)strtoul(argv[3], NULL, 10) : 0u,
-                       argc == 5 ? (uint32_t)strtoul(argv[4], NULL, 10) : 1u);
+    uint64_t a = 0, b = 0, c = 0;
+    if (argc >= 2 && argc <= 3 && strcmp(argv[1], "pair") == 0) {
+        a = 2000000u;
+        if (argc == 3 && !arg_u64("pair N", argv[2], 1, UINT64_C(1) << 40, &a))
+            return 2;
+        return bench_pair(a);
+    }
+    if (argc == 5 && strcmp(argv[1], "synth") == 0) {
+        if (!arg_u64("synth SEED", argv[2], 0, UINT64_MAX, &a) || !arg_u64("synth OPS", argv[3], 0, UINT64_MAX, &b) ||
+            !arg_u64("synth STREAMS", argv[4], 1, AG_ALLOC_MAX_STREAMS, &c))
+            return 2;
+        return synth(a, b, (uint32_t)c);
+    }
+    if (argc >= 4 && strcmp(argv[1], "model") == 0) {
+        if (!arg_u64("model STREAMS", argv[3], 1, AG_ALLOC_MAX_STREAMS, &a))
+            return 2;
+        return model(argv[2], (uint32_t)a, argc - 4, argv + 4);
+    }
+    if (argc >= 3 && argc <= 5 && strcmp(argv[1], "compare") == 0) {
+        b = 1;
+        if ((argc >= 4 && !arg_u64("compare TICKS", argv[3], 0, UINT32_MAX, &a)) ||
+            (argc == 5 && !arg_u64("compare RUNS", argv[4], 1, 100000, &b)))
+            return 2;
+        return compare(argv[2], (uint32_t)a, (uint32_t)b);
+    }
     fprintf(stderr, "usage: alloc pair [N] | synth SEED OPS STREAMS | model FILE.onnx STREAMS [--input-shape=..] [--input-value=..] | compare TRACE [TICKS [RUNS]]\n");
     return 2;
 }

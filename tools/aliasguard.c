@@ -84,7 +84,10 @@ void cli_err_ctx(const ag_ctx *ctx, ag_status st, const char *what)
     const char *msg = ag_ctx_errmsg(ctx);
     if (!msg || !*msg || ag_ctx_last_status(ctx) != st)
         msg = ag_status_str(st);
-    if (what && *what && !strstr(msg, what))
+    /* the message names the file where it starts with it ("FILE:LINE: ..."
+     * or "FILE: ..."); the name appearing elsewhere in it is no naming */
+    size_t wn = what ? strlen(what) : 0;
+    if (wn && (strncmp(msg, what, wn) != 0 || msg[wn] != ':'))
         cli_err("%s: %s", what, msg);
     else
         cli_err("%s", msg);

@@ -500,8 +500,11 @@ ag_status ag_alloc_replay(ag_ctx *ctx, ag_device *dev, const ag_alloc_trace *t, 
     }
     if (c.nstreams < t->nstreams)
         c.nstreams = t->nstreams;
+    if (o.check && c.nstreams > 64 && c.nstreams == t->nstreams)
+        return AG_ERR(ctx, AG_EINVAL, "%s: replay check: at most 64 streams (the trace has %u)", t->name, c.nstreams);
     if (o.check && c.nstreams > 64)
-        return AG_ERR(ctx, AG_EINVAL, "replay check: at most 64 streams (the trace has %u)", c.nstreams);
+        return AG_ERR(ctx, AG_EINVAL, "%s: replay check: at most 64 streams (the allocator config has %u, the trace %u)",
+                      t->name, c.nstreams, t->nstreams);
     replay r = {.ctx = ctx, .dev = dev, .t = t, .n = c.nstreams, .check = o.check};
     size_t n = r.n;
     ag_device *tdev = NULL;
@@ -568,6 +571,10 @@ ag_status ag_alloc_replay(ag_ctx *ctx, ag_device *dev, const ag_alloc_trace *t, 
             out.seconds[ops[k].kind] += a1 - a0;
             if (st == AG_OK && r.hook_oom)
                 st = AG_OOM(ctx);
+            /* Only a deferred free's entry holds a mark past the call that
+             * took it: with none queued, no mark is joined any more. */
+            if (r.check && r.a->npend == 0)
+                r.marks.len = 0;
         }
     }
     if (st == AG_OK) {

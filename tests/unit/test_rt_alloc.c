@@ -2543,6 +2543,41 @@ static void test_host_oom_in_growth(void **state)
     }
 }
 
+/* The checker's happens-before marks live as long as a deferred free
+ * holds one: host memory stays flat over many runs of a trace. */
+static uint64_t check_peak(uint32_t runs)
+{
+    ag_testalloc ta;
+    ag_testalloc_init(&ta, 0, 0);
+    ag_allocator hook = ag_testalloc_hook(&ta);
+    ag_ctx *ctx = ag_ctx_create(&hook);
+    assert_non_null(ctx);
+    ag_device *dev = NULL;
+    assert_int_equal(ag_device_sim_create(ctx, NULL, &dev), AG_OK);
+    const char *text = "streams 64\nalloc a 100 0\nuse a 1\nfree a 0\nfree a 1\nrecord 1 0\nwait 0 1\nsync\n";
+    ag_alloc_trace *t = NULL;
+    assert_int_equal(ag_alloc_trace_parse(ctx, "marks", text, strlen(text), &t), AG_OK);
+    ag_alloc_config c;
+    ag_alloc_config_default(&c);
+    c.mode = AG_ALLOC_MULTI;
+    ag_alloc_replay_opts o = {.size = sizeof o, .check = true, .runs = runs};
+    ag_alloc_replay_result r = {.size = sizeof r};
+    assert_int_equal(ag_alloc_replay(ctx, dev, t, &c, &o, &r), AG_OK);
+    assert_int_equal(r.violations, 0);
+    ag_alloc_trace_destroy(t);
+    ag_device_destroy(dev);
+    ag_ctx_destroy(ctx);
+    assert_int_equal(ta.live_blocks, 0);
+    return ta.peak_bytes;
+}
+
+static void test_check_marks_bounded(void **state)
+{
+    (void)state;
+    uint64_t few = check_peak(10), many = check_peak(400);
+    assert_true(many <= few + 4096u);
+}
+
 /* A kernel that waits for the gate, then writes its block. */
 typedef struct late_write {
     atomic_int open;
@@ -2672,6 +2707,7 @@ int main(void)
         cmocka_unit_test(test_gather_fault_sweep),
         cmocka_unit_test(test_fallback_fault_sweep),
         cmocka_unit_test(test_destroy_while_capturing),
+        cmocka_unit_test(test_check_marks_bounded),
         cmocka_unit_test(test_growth_serves_again),
         cmocka_unit_test(test_move_keeps_max_split),
         cmocka_unit_test(test_host_oom_in_growth),
