@@ -764,10 +764,7 @@ static void launch_is_one_operation_on_the_caller_stream(void **state)
 {
     (void)state;
     ag_testalloc ta;
-    ag_testalloc_init(&ta, 0, 0);
-    ag_allocator hook = ag_testalloc_hook(&ta);
-    ag_ctx *kctx = ag_ctx_create(&hook);
-    assert_non_null(kctx);
+    ag_ctx *kctx = agtest_ctx_counted(&ta);
     rig r;
     rig_open(&r, kctx, true);
     ag_exec_context *ec = kernel_ctx(&r, 111);

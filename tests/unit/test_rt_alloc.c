@@ -2495,10 +2495,7 @@ static void test_host_oom_in_growth(void **state)
         for (uint64_t k = 1;; k++) {
             assert_true(k < 1000);
             ag_testalloc ta;
-            ag_testalloc_init(&ta, 0, 0);
-            ag_allocator hook = ag_testalloc_hook(&ta);
-            ag_ctx *ctx = ag_ctx_create(&hook), *dctx = agtest_ctx();
-            assert_non_null(ctx);
+            ag_ctx *ctx = agtest_ctx_counted(&ta), *dctx = agtest_ctx();
             ag_device *dev = NULL;
             assert_int_equal(ag_device_sim_create(dctx, NULL, &dev), AG_OK);
             ag_dev_stream *s[2];
@@ -2548,10 +2545,7 @@ static void test_host_oom_in_growth(void **state)
 static uint64_t check_peak(uint32_t runs)
 {
     ag_testalloc ta;
-    ag_testalloc_init(&ta, 0, 0);
-    ag_allocator hook = ag_testalloc_hook(&ta);
-    ag_ctx *ctx = ag_ctx_create(&hook);
-    assert_non_null(ctx);
+    ag_ctx *ctx = agtest_ctx_counted(&ta);
     ag_device *dev = NULL;
     assert_int_equal(ag_device_sim_create(ctx, NULL, &dev), AG_OK);
     const char *text = "streams 64\nalloc a 100 0\nuse a 1\nfree a 0\nfree a 1\nrecord 1 0\nwait 0 1\nsync\n";

@@ -316,10 +316,7 @@ static void test_capture_replay(void **state)
 {
     (void)state;
     ag_testalloc ta;
-    ag_testalloc_init(&ta, 0, 0);
-    ag_allocator hook = ag_testalloc_hook(&ta);
-    ag_ctx *ctx = ag_ctx_create(&hook);
-    assert_non_null(ctx);
+    ag_ctx *ctx = agtest_ctx_counted(&ta);
     ag_device *dev = sim(ctx, 1 << 20, 0, 0);
     ag_dev_stream *s1, *s2, *s3;
     ag_dev_event *e;
@@ -757,10 +754,7 @@ static void test_launch_copy_capture(void **state)
 {
     (void)state;
     ag_testalloc ta;
-    ag_testalloc_init(&ta, 0, 0);
-    ag_allocator hook = ag_testalloc_hook(&ta);
-    ag_ctx *ctx = ag_ctx_create(&hook);
-    assert_non_null(ctx);
+    ag_ctx *ctx = agtest_ctx_counted(&ta);
     ag_device *dev = sim(ctx, 1 << 20, 0, 0);
     ag_dev_stream *s1, *s2;
     assert_int_equal(ag_dev_stream_create(dev, &s1), AG_OK);
@@ -1311,10 +1305,7 @@ static uint64_t fault_sweep(uint32_t mask, ag_dev_fault_mode mode)
     uint64_t failing = 0;
     for (uint64_t n = 0;; n++) {
         ag_testalloc ta;
-        ag_testalloc_init(&ta, 0, 0);
-        ag_allocator hook = ag_testalloc_hook(&ta);
-        ag_ctx *ctx = ag_ctx_create(&hook);
-        assert_non_null(ctx);
+        ag_ctx *ctx = agtest_ctx_counted(&ta);
         ag_device *inner = NULL, *dev = NULL;
         assert_int_equal(ag_device_sim_create(ctx, NULL, &inner), AG_OK);
         ag_dev_fault f;

@@ -259,10 +259,7 @@ static void test_launch_copy_replays_concurrent(void **state)
 {
     (void)state;
     ag_testalloc ta;
-    ag_testalloc_init(&ta, 0, 0);
-    ag_allocator hook = ag_testalloc_hook(&ta);
-    ag_ctx *ctx = ag_ctx_create(&hook);
-    assert_non_null(ctx);
+    ag_ctx *ctx = agtest_ctx_counted(&ta);
     ag_device *dev = NULL;
     assert_int_equal(ag_device_sim_create(ctx, NULL, &dev), AG_OK);
     ag_dev_stream *c[8];

@@ -65,6 +65,15 @@ ag_ctx *agtest_ctx(void)
     return ctx;
 }
 
+ag_ctx *agtest_ctx_counted(ag_testalloc *ta)
+{
+    ag_testalloc_init(ta, 0, 0);
+    ag_allocator hook = ag_testalloc_hook(ta);
+    ag_ctx *ctx = ag_ctx_create(&hook);
+    assert_non_null(ctx);
+    return ctx;
+}
+
 bool agtest_errmsg_has(const ag_ctx *ctx, const char *needle)
 {
     return strstr(ag_ctx_errmsg(ctx), needle) != NULL;

@@ -36,6 +36,9 @@ ag_status agtest_pass_inputs(ag_ctx *ctx, const char *agt, ag_graph **g, ag_ops 
 
 /* A context on the C library allocator (asserts non-NULL). */
 ag_ctx *agtest_ctx(void);
+/* The same through the test allocator *ta, reset and armed never to fail:
+ * a test counts its live blocks and injects failures through it. */
+ag_ctx *agtest_ctx_counted(ag_testalloc *ta);
 
 /* True when the context's last error message contains needle. */
 bool agtest_errmsg_has(const ag_ctx *ctx, const char *needle);
