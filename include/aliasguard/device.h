@@ -269,7 +269,10 @@ typedef enum ag_dev_fault_mode {
     AG_FAULT_DEFERRED    /* stream work: a failing kernel is enqueued just before the
                           * real call, which then proceeds: the call succeeds and the
                           * device is poisoned when the stream reaches that point (an
-                          * asynchronous device error); other entries: AG_FAULT_RETURN */
+                          * asynchronous device error; on a capturing stream the kernel
+                          * is captured too, and poisons the device when a replay of
+                          * the graph reaches it, never if the graph is not launched);
+                          * other entries: AG_FAULT_RETURN */
 } ag_dev_fault_mode;
 
 /* Caller-owned plan and counters of a fault wrapper; must outlive it.  The

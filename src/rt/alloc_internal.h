@@ -857,7 +857,12 @@ static inline void ag_birth_recycle(ag_memalloc *a, ag_block *b)
  * replay and its timing model"). */
 typedef struct ag_timed ag_timed;
 /* A device forwarding to inner (borrowed) with a virtual clock; destroyed
- * with ag_device_destroy(*out). */
+ * with ag_device_destroy(*out).  Unlike device.h's queries, its stream and
+ * event queries may wait: where the model says the work is done they wait
+ * for the inner device to agree (the model's kernels are instant there),
+ * so that a replay's answers follow the model alone.  The replay calls
+ * them from the host only; from a kernel they return the inner device's
+ * refusal to wait. */
 ag_status ag_timed_wrap(ag_device *inner, uint64_t kernel_ticks, ag_timed **tw, ag_device **out);
 void ag_timed_tick(ag_timed *t);                             /* the host issued one operation */
 void ag_timed_kernel(ag_timed *t, const ag_dev_stream *s);   /* a kernel enqueued on s */

@@ -54,6 +54,9 @@ typedef struct sim_op {
     uint64_t wait_seq;
     ag_dev_event *event;
     sim_args *args; /* OP_LAUNCH by launch_copy: the kernel gets args->data; holds a reference */
+    /* OP_COPY: the host side lay inside a HOST allocation when enqueued,
+     * which must still hold it when the copy runs */
+    bool held_dst, held_src;
 } sim_op;
 
 /* One device allocation.  Records are separate hook blocks so a pointer to
@@ -210,6 +213,39 @@ static bool is_device_mem(const sim_alloc *a)
     return a && (a->type == AG_MEM_HBM || a->type == AG_MEM_P2P);
 }
 
+/* The host side [p, p+n) of a copy: ordinary host memory, which no
+ * allocation's block (alignment slack included) meets (*pin NULL), or a
+ * range inside one live HOST allocation (*pin).  held: it lay inside a
+ * HOST allocation when the copy was enqueued, and must still.  Returns a
+ * reason or NULL. */
+static const char *host_side(const sim *d, const void *p, size_t n, bool held, bool is_dst, sim_alloc **pin)
+{
+    *pin = NULL;
+    if (n == 0)
+        return NULL;
+    uintptr_t lo = (uintptr_t)p, hi = lo + n;
+    /* blocks are disjoint and sorted: only the last one starting at or
+     * below the range's end, or the one after it (by its slack), can meet it */
+    int64_t k = alloc_floor(d, (const char *)p + (n - 1u));
+    sim_alloc *meet = NULL;
+    for (int64_t j = k < 0 ? 0 : k; !meet && j <= k + 1 && j < (int64_t)d->allocs.len; j++) {
+        sim_alloc *a = AG_VEC_AT(d->allocs, sim_alloc *, j);
+        if ((uintptr_t)a->raw < hi && (uintptr_t)a->raw + a->raw_size > lo)
+            meet = a;
+    }
+    if (!meet && held)
+        return is_dst ? "destination HOST allocation is gone" : "source HOST allocation is gone";
+    if (!meet)
+        return NULL;
+    if (is_device_mem(meet))
+        return is_dst ? "destination is device memory (use a d2d copy)" : "source is device memory (use a d2d copy)";
+    if (lo < (uintptr_t)meet->ptr || hi > (uintptr_t)meet->ptr + meet->bytes)
+        return is_dst ? "destination meets a HOST allocation but is not inside it"
+                      : "source meets a HOST allocation but is not inside it";
+    *pin = meet;
+    return NULL;
+}
+
 /* Checks the ranges of a copy or memset against live allocations; on success
  * fills the records to pin (either may be NULL).  Returns a reason or NULL. */
 static const char *check_op_ranges(const sim *d, const sim_op *op, sim_alloc **pin_dst, sim_alloc **pin_src)
@@ -219,17 +255,17 @@ static const char *check_op_ranges(const sim *d, const sim_op *op, sim_alloc **p
         *pin_dst = alloc_find(d, op->dst, op->n);
         return *pin_dst ? NULL : "destination is not inside one live device allocation";
     }
-    sim_alloc *da = alloc_find(d, op->dst, op->n);
-    sim_alloc *sa = alloc_find(d, op->src, op->n);
     bool dev_dst = op->copy != AG_COPY_D2H, dev_src = op->copy != AG_COPY_H2D;
-    if (dev_dst && !is_device_mem(da))
+    sim_alloc *da = NULL, *sa = NULL;
+    const char *why = NULL;
+    if (dev_dst && !is_device_mem(da = alloc_find(d, op->dst, op->n)))
         return "destination is not inside one live HBM/P2P allocation";
-    if (dev_src && !is_device_mem(sa))
+    if (dev_src && !is_device_mem(sa = alloc_find(d, op->src, op->n)))
         return "source is not inside one live HBM/P2P allocation";
-    if (!dev_dst && is_device_mem(alloc_find(d, op->dst, 1)))
-        return "destination is device memory (use a d2d copy)";
-    if (!dev_src && is_device_mem(alloc_find(d, op->src, 1)))
-        return "source is device memory (use a d2d copy)";
+    if (!dev_dst && (why = host_side(d, op->dst, op->n, op->held_dst, true, &da)) != NULL)
+        return why;
+    if (!dev_src && (why = host_side(d, op->src, op->n, op->held_src, false, &sa)) != NULL)
+        return why;
     if (op->copy == AG_COPY_P2P && da->type != AG_MEM_P2P && sa->type != AG_MEM_P2P)
         return "neither side is P2P memory";
     *pin_dst = da;
@@ -592,14 +628,18 @@ static ag_status enqueue_checked(sim *d, ag_dev_stream *s, const sim_op *op, con
     ag_assert(s->magic == STREAM_MAGIC && s->dev == d);
     if (d->poisoned)
         return poisoned_err(d, entry);
-    if (op->kind == OP_COPY || op->kind == OP_MEMSET) {
+    sim_op o = *op;
+    if (o.kind == OP_COPY || o.kind == OP_MEMSET) {
         sim_alloc *pd, *ps;
-        const char *why = check_op_ranges(d, op, &pd, &ps);
+        const char *why = check_op_ranges(d, &o, &pd, &ps);
         if (why)
             return AG_ERR(d->ctx, AG_EINVAL, "device %s on stream %u: %s of %zu bytes (dst %p, src %p): %s", entry,
-                          s->id, op_label(op), op->n, op->dst, op->src, why);
+                          s->id, op_label(&o), o.n, o.dst, o.src, why);
+        /* a HOST allocation on the host side must outlive the copy */
+        o.held_dst = o.kind == OP_COPY && o.copy == AG_COPY_D2H && pd;
+        o.held_src = o.kind == OP_COPY && o.copy == AG_COPY_H2D && ps;
     }
-    return submit(d, s, op);
+    return submit(d, s, &o);
 }
 
 static ag_status sim_memcpy_async(void *impl, ag_dev_copy_kind kind, void *dst, const void *src, size_t n,

@@ -1369,6 +1369,40 @@ static void test_fault_sweep_all_entries(void **state)
     assert_int_equal(fault_sweep(AG_DEV_ENTRY_ALL, AG_FAULT_POISON), n);
 }
 
+/* A deferred fault on a capturing stream is captured with the call: the
+ * device stays healthy until a replay of the graph reaches it. */
+static void test_fault_deferred_in_capture(void **state)
+{
+    (void)state;
+    ag_ctx *ctx = agtest_ctx();
+    ag_device *inner, *dev;
+    assert_int_equal(ag_device_sim_create(ctx, NULL, &inner), AG_OK);
+    ag_dev_fault f;
+    ag_dev_fault_init(&f, AG_DEV_ENTRY_BIT(AG_DEV_E_MEMSET), 1, 0, AG_FAULT_DEFERRED);
+    assert_int_equal(ag_device_fault_wrap(ctx, inner, &f, &dev), AG_OK);
+    ag_dev_stream *s;
+    void *a;
+    assert_int_equal(ag_dev_stream_create(dev, &s), AG_OK);
+    assert_int_equal(ag_dev_mem_alloc(dev, AG_MEM_HBM, 64, 0, &a), AG_OK);
+    assert_int_equal(ag_dev_capture_begin(dev, s), AG_OK);
+    assert_int_equal(ag_dev_memset_async(dev, a, 0, 64, s), AG_OK);
+    ag_dev_graph *g = NULL;
+    assert_int_equal(ag_dev_capture_end(dev, s, &g), AG_OK);
+    assert_int_equal(f.nfail, 1);
+    assert_int_equal(ag_dev_synchronize(dev), AG_OK);
+    assert_int_equal(ag_dev_device_state(inner, NULL), AG_DEV_HEALTHY);
+    assert_int_equal(ag_dev_graph_launch(dev, g, s), AG_OK);
+    assert_int_equal(ag_dev_stream_synchronize(dev, s), AG_EDEVICE);
+    assert_errmsg(ctx, "kernel 'injected fault in memset_async' failed");
+    assert_int_equal(ag_dev_device_state(inner, NULL), AG_DEV_POISONED);
+    ag_dev_graph_destroy(dev, g);
+    ag_dev_mem_free(dev, a);
+    ag_dev_stream_destroy(dev, s);
+    ag_device_destroy(dev);
+    ag_device_destroy(inner);
+    ag_ctx_destroy(ctx);
+}
+
 /* A deferred fault surfaces at the next synchronisation, naming the call. */
 static void test_fault_deferred_message(void **state)
 {
@@ -1417,6 +1451,61 @@ static void test_backend_table_checked(void **state)
     ag_ctx_destroy(ctx);
 }
 
+/* The host side of a copy: ordinary host memory, or a range inside one
+ * HOST allocation that must still be there when the copy runs; never
+ * device memory, nor a device allocation's alignment slack, nor a range
+ * running out of a HOST allocation. */
+static void test_copy_host_side(void **state)
+{
+    (void)state;
+    ag_ctx *ctx = agtest_ctx();
+    ag_device *dev = NULL;
+    assert_int_equal(ag_device_sim_create(ctx, NULL, &dev), AG_OK);
+    ag_dev_stream *s = NULL;
+    assert_int_equal(ag_dev_stream_create(dev, &s), AG_OK);
+    char *a = NULL, *b = NULL, *h = NULL;
+    assert_int_equal(ag_dev_mem_alloc(dev, AG_MEM_HBM, 64, 65536, (void **)&a), AG_OK);
+    assert_int_equal(ag_dev_mem_alloc(dev, AG_MEM_HBM, 64, 0, (void **)&b), AG_OK);
+    assert_int_equal(ag_dev_mem_alloc(dev, AG_MEM_HOST, 4096, 0, (void **)&h), AG_OK);
+    /* a host range that starts before a device allocation and runs into it */
+    assert_int_equal(ag_dev_memcpy_async(dev, AG_COPY_D2H, a - 16, b, 32, s), AG_EINVAL);
+    assert_true(agtest_errmsg_has(ctx, "destination is device memory (use a d2d copy)"));
+    /* one in the slack after it */
+    assert_int_equal(ag_dev_memcpy_async(dev, AG_COPY_D2H, a + 64, a, 16, s), AG_EINVAL);
+    assert_true(agtest_errmsg_has(ctx, "destination is device memory"));
+    assert_int_equal(ag_dev_memcpy_async(dev, AG_COPY_H2D, b, a - 8, 16, s), AG_EINVAL);
+    assert_true(agtest_errmsg_has(ctx, "source is device memory"));
+    /* a range running out of a HOST allocation */
+    assert_int_equal(ag_dev_memcpy_async(dev, AG_COPY_H2D, b, h + 4090, 16, s), AG_EINVAL);
+    assert_true(agtest_errmsg_has(ctx, "source meets a HOST allocation but is not inside it"));
+    /* ordinary host memory and a HOST range inside serve */
+    char plain[64];
+    memset(plain, 7, sizeof plain);
+    assert_int_equal(ag_dev_memcpy_async(dev, AG_COPY_H2D, b, plain, 64, s), AG_OK);
+    assert_int_equal(ag_dev_memcpy_async(dev, AG_COPY_D2H, h + 100, b, 64, s), AG_OK);
+    assert_int_equal(ag_dev_stream_synchronize(dev, s), AG_OK);
+    assert_int_equal(h[100], 7);
+    assert_int_equal(ag_dev_device_state(dev, NULL), AG_DEV_HEALTHY);
+    /* a HOST allocation freed while a copy from it is queued: the copy
+     * finds it gone and poisons the device instead of reading freed memory */
+    gate g;
+    gate_init(&g);
+    assert_int_equal(ag_dev_launch(dev, s, gate_kernel, &g, "gate"), AG_OK);
+    assert_int_equal(ag_dev_memcpy_async(dev, AG_COPY_H2D, b, h, 64, s), AG_OK);
+    gate_wait_entered(&g);
+    ag_dev_mem_free(dev, h);
+    gate_open(&g);
+    assert_int_equal(ag_dev_stream_synchronize(dev, s), AG_EDEVICE);
+    assert_true(agtest_errmsg_has(ctx, "source HOST allocation is gone when it ran"));
+    assert_int_equal(ag_dev_device_state(dev, NULL), AG_DEV_POISONED);
+    gate_fini(&g);
+    ag_dev_mem_free(dev, a);
+    ag_dev_mem_free(dev, b);
+    ag_dev_stream_destroy(dev, s);
+    ag_device_destroy(dev);
+    ag_ctx_destroy(ctx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1433,6 +1522,7 @@ int main(void)
         cmocka_unit_test(test_fault_sweep_per_entry),
         cmocka_unit_test(test_fault_sweep_all_entries),
         cmocka_unit_test(test_fault_deferred_message),
+        cmocka_unit_test(test_fault_deferred_in_capture),
         cmocka_unit_test(test_backend_table_checked),
         cmocka_unit_test(test_launch_copy_eager),
         cmocka_unit_test(test_launch_copy_capture),
@@ -1440,6 +1530,7 @@ int main(void)
         cmocka_unit_test(test_host_memory_direct),
         cmocka_unit_test(test_stream_query),
         cmocka_unit_test(test_legacy_table),
+        cmocka_unit_test(test_copy_host_side),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
