@@ -192,7 +192,9 @@ ag_status ag_alloc_create(ag_ctx *ctx, ag_device *dev, ag_dev_stream *const *str
     a->ctx = ctx;
     a->dev = dev;
     a->cfg = *cfg;
-    a->front_max = cfg->page_size < cfg->max_split ? cfg->page_size : cfg->max_split - (cfg->max_split > 0);
+    a->front_max = cfg->page_size < cfg->small_size ? cfg->page_size : cfg->small_size;
+    if (cfg->max_split <= a->front_max)
+        a->front_max = cfg->max_split - (cfg->max_split > 0);
     if (cfg->front_blocks == 0)
         a->front_max = 0;
     a->cfg.size = sizeof a->cfg;
@@ -408,7 +410,7 @@ void ag_alloc_stats_get(ag_memalloc *a, ag_alloc_stats *out, ag_alloc_stream_sta
     size_t sz = out->size < sizeof *out ? out->size : sizeof *out;
     ag_alloc_stats s = a->s;
     s.size = sz;
-    s.cached = ag_heap_cached(&a->l1);
+    s.cached = ag_heap_cached(&a->l1) + a->transit_bytes;
     s.borrowed = 0;
     for (uint32_t k = 0; k < a->n; k++) {
         ag_astream *as = &a->st[k];

@@ -419,9 +419,11 @@ struct ag_memalloc {
     bool stream_query_ok; /* ... and it answered once: it does not */
     bool keep_device;     /* ag_alloc_destroy: no synchronise proved the streams done */
     /* The largest block the front caches keep: none without front_blocks;
-     * no large one (it would keep its region from going back to L1); none
-     * of max_split or more (a whole region, whose size no request asks) */
+     * none above page_size or small_size (a large one would keep its
+     * region from going back to L1, or from moving); none of max_split or
+     * more (a whole region, whose size no request asks) */
     uint64_t front_max;
+    uint64_t transit_bytes; /* borrowed blocks a send carries home, until the wait (cached) */
     ag_hb_mark_fn hb_mark;
     ag_hb_join_fn hb_join;
     void *hb_ud;

@@ -542,6 +542,7 @@ ag_status ag_multi_send(ag_memalloc *a, uint32_t src, uint32_t dst)
         b->state = AG_BLK_TRANSIT;
         b->link = c->home;
         c->home = b;
+        a->transit_bytes += b->size;
     }
     return AG_OK;
 }
@@ -582,6 +583,7 @@ static void chan_apply(ag_memalloc *a, ag_chan *c, uint32_t dst)
         ag_block *nx = b->link;
         ag_assert(b->birth == dst);
         a->s.returned_home++;
+        a->transit_bytes -= b->size;
         ag_birth_recycle(a, b);
         b = nx;
     }
@@ -682,8 +684,11 @@ ag_status ag_multi_clean(ag_memalloc *a)
         ag_lrec_reset(as);
     }
     a->clean_lrecs = a->s.local_recycles;
-    /* Deferred frees: every event has completed, every stream is idle. */
-    AG_TRY(ag_base_poll(a, true));
+    /* Deferred frees: every event has completed, every stream is idle; the
+     * synchronise above marked every stream's epoch seen, so the poll asks
+     * the device nothing (nor counts a second synchronisation). */
+    AG_TRY(ag_base_poll(a, false));
+    ag_assert(a->npend == 0);
     for (uint32_t k = 0; k < a->nlazy; k++)
         if (lazy_waiting(&a->lazy[k]))
             fallback_done(a, a->lazy[k].blk);

@@ -453,12 +453,19 @@ static void test_local_borrow_home(void **state)
     assert_int_equal(ag_alloc_free(f.a, y, 1), AG_OK);
     s = stats(f.a);
     assert_int_equal(s.borrow_recycles, 2);
-    /* the next event from 1 to 0 takes it home */
+    /* the next event from 1 to 0 takes it home; on its way it is still
+     * cached memory (reserved = allocated + pending + cached throughout) */
+    uint64_t cached = s.cached;
     assert_int_equal(ag_alloc_send(f.a, 1, 0), AG_OK);
+    s = stats(f.a);
+    assert_int_equal(s.borrowed, 0);
+    assert_int_equal(s.cached, cached);
+    assert_int_equal(s.reserved, s.allocated + s.pending + s.cached);
     assert_int_equal(ag_alloc_wait(f.a, 0, 1), AG_OK);
     s = stats(f.a);
     assert_int_equal(s.returned_home, 1);
     assert_int_equal(s.borrowed, 0);
+    assert_int_equal(s.cached, cached);
     assert_int_equal(ag_alloc_free(f.a, x, 0), AG_OK);
     ag_block *z = xmalloc(&f, 0, 4096);
     assert_true(ag_block_ptr(z) == p || ag_block_ptr(z) == ag_block_ptr(x));
@@ -2572,6 +2579,41 @@ static void test_check_marks_bounded(void **state)
     assert_true(many <= few + 4096u);
 }
 
+/* One resource clean is one synchronisation, in both modes; the front
+ * cache keeps no block of the large pool, whatever small_size is. */
+static void test_clean_counts_and_front(void **state)
+{
+    (void)state;
+    for (int m = 0; m < 2; m++) {
+        ag_alloc_config c;
+        ag_alloc_config_default(&c);
+        c.small_size = 4096;
+        fix f;
+        fix_open_cfg(&f, 2, m ? AG_ALLOC_BASELINE : AG_ALLOC_MULTI, 0, &c);
+        ag_block *small = xmalloc(&f, 0, 4096), *large = xmalloc(&f, 0, 8192);
+        ag_block *shared = xmalloc(&f, 0, 4096);
+        assert_int_equal(ag_alloc_access(f.a, shared, 1), AG_OK);
+        assert_int_equal(ag_alloc_free(f.a, shared, 1), AG_OK);
+        assert_int_equal(ag_alloc_free(f.a, shared, 0), AG_OK);
+        assert_int_equal(ag_alloc_free(f.a, small, 0), AG_OK);
+        assert_int_equal(ag_alloc_free(f.a, large, 0), AG_OK);
+        bool kept_small = false;
+        for (uint32_t k = 0; k < f.a->st[0].nrecent; k++) {
+            assert_true(f.a->st[0].recent[k] != large);
+            assert_true(f.a->st[0].recent[k]->pool == AG_POOL_SMALL);
+            kept_small = kept_small || f.a->st[0].recent[k] == small;
+        }
+        assert_true(kept_small);
+        uint64_t before = stats(f.a).syncs;
+        assert_int_equal(ag_alloc_sync(f.a, AG_SYNC_CLEAN), AG_OK);
+        ag_alloc_stats s = stats(f.a);
+        assert_int_equal(s.syncs, before + 1u);
+        assert_int_equal(s.pending, 0);
+        assert_int_equal(s.cached, s.reserved);
+        fix_close(&f);
+    }
+}
+
 /* A kernel that waits for the gate, then writes its block. */
 typedef struct late_write {
     atomic_int open;
@@ -2701,6 +2743,7 @@ int main(void)
         cmocka_unit_test(test_gather_fault_sweep),
         cmocka_unit_test(test_fallback_fault_sweep),
         cmocka_unit_test(test_destroy_while_capturing),
+        cmocka_unit_test(test_clean_counts_and_front),
         cmocka_unit_test(test_check_marks_bounded),
         cmocka_unit_test(test_growth_serves_again),
         cmocka_unit_test(test_move_keeps_max_split),
