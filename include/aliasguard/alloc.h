@@ -100,7 +100,8 @@ void ag_alloc_config_default(ag_alloc_config *cfg);
 
 /* Statistics: bytes are the rounded block sizes unless named "requested". */
 typedef struct ag_alloc_stream_stats {
-    uint64_t allocated, peak_allocated; /* live blocks born on this stream */
+    uint64_t allocated, peak_allocated; /* live blocks allocated on this stream (a
+                                         * borrowed one counts here, not at its birth) */
     uint64_t cached;                    /* free bytes in this stream's pools */
     uint64_t borrowed;                  /* bytes parked in this stream's borrow allocator */
     uint64_t mallocs, frees, borrow_hits;
@@ -117,7 +118,8 @@ typedef struct ag_alloc_stats {
     double fragmentation; /* 1 - peak_allocated / peak_reserved (0 when nothing reserved) */
     uint64_t mallocs, frees, device_allocs, device_frees;
     uint64_t retries; /* trim-and-retry rounds after a device refusal */
-    uint64_t ooms;    /* requests that failed for device memory */
+    uint64_t ooms;    /* requests that failed for device memory (the device refused,
+                       * or no device holds the size); not host out of memory */
     uint64_t birth_recycles, borrow_recycles, local_recycles;
     uint64_t borrow_hits, returned_home;
     uint64_t notices_sent, notices_applied, notices_stale;
@@ -175,7 +177,9 @@ ag_status ag_alloc_malloc(ag_memalloc *a, uint32_t stream, uint64_t size, ag_blo
  * plain sharing.  Same stream: one more use.  AG_ENOMEM only. */
 ag_status ag_alloc_access(ag_memalloc *a, ag_block *blk, uint32_t dst);
 /* Stream drops one use of blk (its last use is already enqueued).  The block
- * is recycled when the allocator knows no stream can still touch it.
+ * is recycled when the allocator knows no stream can still touch it; for
+ * host memory (AG_MEM_HOST: plain sharing, no events) at its last free, so
+ * the host must have seen every stream's use of it complete before then.
  * AG_ENOMEM (host memory): nothing changed, the free may be retried.
  * AG_EDEVICE: the device failed while the free recorded its events; the use
  * is released all the same (never free it again), and the block waits

@@ -231,9 +231,9 @@ void ag_stat_unpend(ag_memalloc *a, const ag_block *b)
 
 ag_status ag_alloc_fail(ag_memalloc *a, ag_status st, uint32_t stream, uint64_t size)
 {
-    a->s.ooms += st == AG_ENOMEM;
     if (!a->devmsg[0])
         return st; /* host memory: the message is already there */
+    a->s.ooms += st == AG_ENOMEM;
     return AG_ERR(a->ctx, st,
                   "stream %u: cannot allocate %llu bytes of %s memory (allocated %llu, reserved %llu bytes): %s",
                   stream, (unsigned long long)size, ag_mem_type_name(a->cfg.mem_type),
@@ -252,6 +252,8 @@ static ag_status check_stream(ag_memalloc *a, const char *what, uint32_t stream)
 
 static ag_status check_block(ag_memalloc *a, const char *what, const ag_block *b)
 {
+    if (b && b->owner != a)
+        return AG_ERR(a->ctx, AG_EINVAL, "%s: the block belongs to another allocator", what);
     if (!b || b->state != AG_BLK_LIVE || b->users == 0)
         return AG_ERR(a->ctx, AG_EINVAL, "%s: the block is not live", what);
     return AG_OK;
@@ -259,15 +261,17 @@ static ag_status check_block(ag_memalloc *a, const char *what, const ag_block *b
 
 ag_status ag_alloc_malloc(ag_memalloc *a, uint32_t stream, uint64_t size, ag_block **out)
 {
-    if (!a || !out)
+    if (!a)
         return AG_EINVAL;
     ag_alloc_lock(a);
-    ag_status st = check_stream(a, "malloc", stream);
+    ag_status st = out ? check_stream(a, "malloc", stream) : AG_ERR(a->ctx, AG_EINVAL, "malloc: out is NULL");
     if (st == AG_OK && size == 0)
         st = AG_ERR(a->ctx, AG_EINVAL, "malloc on stream %u: size 0", stream);
-    if (st == AG_OK && size > (UINT64_MAX >> 2))
+    if (st == AG_OK && size > (UINT64_MAX >> 2)) {
+        a->s.ooms++; /* no device holds it */
         st = AG_ERR(a->ctx, AG_ENOMEM, "malloc on stream %u: %llu bytes is beyond any device", stream,
                     (unsigned long long)size);
+    }
     if (st == AG_OK) {
         a->devmsg[0] = '\0';
         st = a->cfg.mode == AG_ALLOC_MULTI ? ag_multi_malloc(a, stream, size, out)

@@ -96,6 +96,7 @@ ag_status ag_block_get(ag_memalloc *a, ag_block **out)
         b->mif = (uint64_t *)(b + 1);
         b->occ = (uint32_t *)(b->mif + ag_mif_all_words(a->n, a->w));
         b->joined = b->occ + a->n;
+        b->owner = a;
         b->all_next = a->all;
         a->all = b;
     }

@@ -70,7 +70,8 @@ struct ag_heap {
      * more rounded to alone_q first.  A take never refuses a span no
      * larger than such a growth, or the request could never reuse it. */
     uint64_t grow_q, alone_q;
-    uint64_t oversize; /* requests this large grow spans of max_split or more: any such span serves them */
+    uint64_t oversize; /* requests this large grow spans of max_split or more: such a span serves them */
+    uint64_t over_waste; /* ... if it is less than this many bytes larger (UINT64_MAX) */
     uint32_t qshift; /* log2(quantum): bins divide by a shift */
     uint32_t tag;    /* the user's label (a pool: its stream) */
     ag_heap_grow_fn grow;
@@ -238,6 +239,7 @@ struct ag_block {
     bool lr_over;
     uint32_t lr_stream[AG_LR_SLOTS];
     uint32_t lr_count[AG_LR_SLOTS];
+    const struct ag_memalloc *owner;    /* the allocator the object belongs to, for good */
     struct ag_block *all_next;          /* every block object, for destroy */
     struct ag_block *link;              /* object pool free list */
     struct ag_block *bs_prev, *bs_next; /* borrow: size bin list */

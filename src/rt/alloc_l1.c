@@ -85,6 +85,8 @@ static ag_span *steal_pick(ag_memalloc *a, uint64_t size, uint32_t *owner)
         limit = ag_fit_limit(size, a->cfg.large_slack) - 1u; /* as the heaps take for such a request */
     if (size < a->cfg.max_split && limit >= a->cfg.max_split)
         limit = a->cfg.max_split - 1u; /* nor a span never split for a smaller request */
+    else if (size >= a->cfg.max_split && limit - size >= a->cfg.large_region)
+        limit = size + a->cfg.large_region - 1u; /* nor one wasting as much as the heaps refuse */
     const ag_wholeset *w = &a->pool_whole;
     uint32_t b1 = ag_alloc_bin(limit >> w->qshift);
     /* the smallest bin holding a region that needs no event is close
@@ -266,6 +268,7 @@ ag_status ag_l1_init(ag_memalloc *a)
     a->pool_whole.qshift = (uint32_t)__builtin_ctzll(a->cfg.page_size);
     ag_heap_init(&a->l1, a->ctx, a->cfg.page_size, a->cfg.page_size, a->cfg.max_split, dev_grow, dev_release, a,
                  true);
+    a->l1.over_waste = a->cfg.large_region; /* as the pools */
     /* A segment grown for a large request alone is kept for such requests:
      * cutting small regions from it between two executions would make the
      * next large request grow the device again.  By size: L1 grows a
@@ -304,6 +307,10 @@ ag_status ag_pool_init(ag_memalloc *a, uint32_t stream)
         s->pool[AG_POOL_LARGE].alone = a->cfg.large_alone;
         s->pool[AG_POOL_LARGE].slack = a->cfg.large_slack;
     }
+    /* A span of max_split or more serves a request that large only if it
+     * wastes less than large_region (the reference's 20 MiB) */
+    for (uint32_t p = 0; p < 2; p++)
+        s->pool[p].over_waste = a->cfg.large_region;
     /* the multi mode's regions are L1 pages (ag_pool_take) */
     if (multi)
         for (uint32_t p = 0; p < 2; p++)

@@ -50,6 +50,7 @@ void ag_heap_init(ag_heap *h, ag_ctx *ctx, uint64_t quantum, uint64_t split_min,
     h->max_split = max_split;
     h->keep = UINT64_MAX;
     h->alone = UINT64_MAX;
+    h->over_waste = UINT64_MAX;
     h->grow = grow;
     h->release = release;
     h->ud = ud;
@@ -215,10 +216,13 @@ static ag_span *take(ag_heap *h, uint64_t size, uint64_t cap);
 ag_span *ag_heap_take(ag_heap *h, uint64_t size)
 {
     /* spans of max_split or more serve only requests whose growth is that
-     * large (never split); spans of keep or more serve only requests that
+     * large (never split), wasting less than over_waste; spans of keep or
+     * more serve only requests that
      * large (split for them); a request of alone or more takes no span
      * more than slack percent larger, nor larger than its own growth */
-    uint64_t cap = size < h->oversize ? h->max_split : UINT64_MAX;
+    uint64_t cap = size < h->oversize                  ? h->max_split
+                   : size > UINT64_MAX - h->over_waste ? UINT64_MAX
+                                                       : size + h->over_waste;
     if (size < h->keep && h->keep < cap)
         cap = h->keep;
     if (size >= h->alone) {

@@ -2530,6 +2530,7 @@ static void test_host_oom_in_growth(void **state)
                 assert_int_equal(s1.device_allocs, s0.device_allocs);
                 assert_int_equal(s1.cached, s0.cached);
                 assert_int_equal(s1.allocated, s0.allocated);
+                assert_int_equal(s1.ooms, s0.ooms); /* the device refused nothing */
             }
             for (int i = 0; i < 8; i++)
                 assert_int_equal(ag_alloc_free(a, b[i], 0), AG_OK);
@@ -2610,6 +2611,60 @@ static void test_clean_counts_and_front(void **state)
         assert_int_equal(s.syncs, before + 1u);
         assert_int_equal(s.pending, 0);
         assert_int_equal(s.cached, s.reserved);
+        fix_close(&f);
+    }
+}
+
+/* The entries refuse a block of another allocator, and name a NULL out;
+ * ooms counts what the device cannot hold, not the host's out of memory. */
+static void test_entry_checks(void **state)
+{
+    (void)state;
+    for (int m = 0; m < 2; m++) {
+        fix f, g;
+        fix_open(&f, 2, m ? AG_ALLOC_BASELINE : AG_ALLOC_MULTI, 0);
+        fix_open(&g, 2, m ? AG_ALLOC_BASELINE : AG_ALLOC_MULTI, 0);
+        ag_block *b = xmalloc(&g, 0, 4096);
+        assert_int_equal(ag_alloc_free(f.a, b, 0), AG_EINVAL);
+        assert_true(agtest_errmsg_has(f.ctx, "free: the block belongs to another allocator"));
+        assert_int_equal(ag_alloc_access(f.a, b, 1), AG_EINVAL);
+        assert_true(agtest_errmsg_has(f.ctx, "access: the block belongs to another allocator"));
+        assert_int_equal(stats(f.a).allocated, 0);
+        assert_int_equal(stats(g.a).allocated, 4096);
+        assert_int_equal(ag_alloc_free(g.a, b, 0), AG_OK);
+        assert_int_equal(ag_alloc_malloc(f.a, 0, 64, NULL), AG_EINVAL);
+        assert_true(agtest_errmsg_has(f.ctx, "malloc: out is NULL"));
+        ag_block *x = NULL;
+        assert_int_equal(ag_alloc_malloc(f.a, 0, UINT64_C(1) << 63, &x), AG_ENOMEM);
+        assert_int_equal(stats(f.a).ooms, 1);
+        fix_close(&g);
+        fix_close(&f);
+    }
+}
+
+/* A span of max_split or more serves a request that large only if it
+ * wastes less than large_region (the reference's 20 MiB): a 40 MiB request
+ * gets a region of its own, not a free 200 MiB one. */
+static void test_oversize_waste(void **state)
+{
+    (void)state;
+    for (int m = 0; m < 2; m++) {
+        ag_alloc_config c;
+        ag_alloc_config_default(&c);
+        c.max_split = 32u << 20;
+        fix f;
+        fix_open_cfg(&f, 1, m ? AG_ALLOC_BASELINE : AG_ALLOC_MULTI, 0, &c);
+        ag_block *big = xmalloc(&f, 0, 200u << 20);
+        void *p = ag_block_ptr(big);
+        assert_int_equal(ag_alloc_free(f.a, big, 0), AG_OK);
+        ag_block *mid = xmalloc(&f, 0, 40u << 20);
+        assert_ptr_not_equal(ag_block_ptr(mid), p);
+        assert_int_equal(ag_block_size(mid), 40u << 20);
+        ag_block *again = xmalloc(&f, 0, 200u << 20);
+        assert_ptr_equal(ag_block_ptr(again), p);
+        assert_int_equal(stats(f.a).reserved, 240u << 20);
+        assert_int_equal(ag_alloc_free(f.a, mid, 0), AG_OK);
+        assert_int_equal(ag_alloc_free(f.a, again, 0), AG_OK);
         fix_close(&f);
     }
 }
@@ -2743,6 +2798,8 @@ int main(void)
         cmocka_unit_test(test_gather_fault_sweep),
         cmocka_unit_test(test_fallback_fault_sweep),
         cmocka_unit_test(test_destroy_while_capturing),
+        cmocka_unit_test(test_entry_checks),
+        cmocka_unit_test(test_oversize_waste),
         cmocka_unit_test(test_clean_counts_and_front),
         cmocka_unit_test(test_check_marks_bounded),
         cmocka_unit_test(test_growth_serves_again),
