@@ -376,14 +376,7 @@ static ag_status sync_locked(ag_memalloc *a, ag_alloc_stage stage)
     case AG_SYNC_CLEAN:
         if (a->cfg.mode == AG_ALLOC_MULTI)
             return ag_multi_clean(a);
-        {
-            ag_status st = ag_dev_synchronize(a->dev);
-            if (st != AG_OK) {
-                ag_dev_note(a);
-                return AG_ERR(a->ctx, st, "resource clean: synchronising the device: %s", a->devmsg);
-            }
-        }
-        return ag_base_poll(a, true);
+        return ag_base_clean(a);
     }
     return AG_ERR(a->ctx, AG_EINVAL, "sync: unknown stage %d", (int)stage);
 }

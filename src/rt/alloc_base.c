@@ -165,6 +165,46 @@ ag_status ag_stream_sync(ag_memalloc *a, uint32_t u)
     return AG_OK;
 }
 
+ag_status ag_clean_sync(ag_memalloc *a)
+{
+    /* The marks come before the synchronise, so that they never claim work
+     * another host thread enqueued after it (the clean also runs as the
+     * out-of-memory reclaim, in the middle of an execution). */
+    if (a->hb_mark)
+        for (uint32_t s = 0; s < a->n; s++)
+            a->st[s].clean_mark = ag_hb_mark(a, s);
+    ag_status st = ag_dev_synchronize(a->dev);
+    if (st != AG_OK) {
+        ag_dev_note(a);
+        return AG_ERR(a->ctx, st, "resource clean: synchronising the device: %s", a->devmsg);
+    }
+    a->s.syncs++;
+    for (uint32_t s = 0; s < a->n; s++) {
+        ag_hb_join(a, UINT32_MAX, a->st[s].clean_mark);
+        ag_epoch_done(a, s);
+    }
+    return AG_OK;
+}
+
+ag_status ag_base_clean(ag_memalloc *a)
+{
+    AG_TRY(ag_clean_sync(a));
+    /* every stream's epoch is seen: the poll asks the device nothing */
+    AG_TRY(ag_base_poll(a, false));
+    ag_assert(a->npend == 0);
+    /* A block still counting events has none queued (its last free could
+     * neither record one nor synchronise that stream): the synchronise
+     * above covers its users. */
+    for (ag_block *b = a->all; a->base_orphans && b; b = b->all_next)
+        if (b->state == AG_BLK_LIVE && b->users == 0 && b->events > 0) {
+            b->events = 0;
+            ag_stat_unpend(a, b);
+            ag_block_home(a, b);
+        }
+    a->base_orphans = 0;
+    return AG_OK;
+}
+
 bool ag_stream_seen_idle(ag_memalloc *a, uint32_t u, uint8_t *asked)
 {
     if (asked[u] == 0)
@@ -295,13 +335,19 @@ ag_status ag_base_free(ag_memalloc *a, ag_block *b, uint32_t stream)
         b->events++;
     ag_status first = AG_OK;
     uint32_t waited = 0;
+    bool lost = false;
     AG_MIF_EACH(b->mif, a->w, u) {
         uint32_t queued = a->st[u].npend;
         ag_pend_record(a, u, b, false, &first); /* (no query: queued, or failed) */
-        if (a->st[u].npend == queued && wait_instead(a, u))
-            waited++;
+        if (a->st[u].npend == queued) {
+            if (wait_instead(a, u))
+                waited++;
+            else
+                lost = true; /* neither an event nor a synchronise: the clean's */
+        }
     }
     b->events -= waited;
+    a->base_orphans += lost;
     if (b->events == 0) {
         ag_stat_unpend(a, b);
         ag_block_home(a, b);

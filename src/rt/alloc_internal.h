@@ -426,6 +426,10 @@ struct ag_memalloc {
      * more (a whole region, whose size no request asks) */
     uint64_t front_max;
     uint64_t transit_bytes; /* borrowed blocks a send carries home, until the wait (cached) */
+    /* baseline: blocks whose last free could neither record an event nor
+     * synchronise a user stream; the clean, after its device synchronise,
+     * sends them home */
+    uint32_t base_orphans;
     ag_hb_mark_fn hb_mark;
     ag_hb_join_fn hb_join;
     void *hb_ud;
@@ -742,6 +746,11 @@ bool ag_stream_idle(ag_memalloc *a, uint32_t u);
  * the happens-before hook); the device's status. */
 ag_status ag_stream_sync(ag_memalloc *a, uint32_t u);
 bool ag_stream_seen_idle(ag_memalloc *a, uint32_t u, uint8_t *asked);
+/* The resource clean's synchronise, both modes: the device, every stream's
+ * epoch seen and the happens-before hook told (counted in syncs). */
+ag_status ag_clean_sync(ag_memalloc *a);
+/* The baseline's resource clean: the synchronise, every deferred free. */
+ag_status ag_base_clean(ag_memalloc *a);
 
 /* Bookkeeping shared by both modes: a block handed out; its last user gone
  * (pending: not yet reusable); recycled after having been pending. */

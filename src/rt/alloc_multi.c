@@ -633,25 +633,10 @@ static bool birth_learns_all(ag_memalloc *a, ag_block *b)
 
 ag_status ag_multi_clean(ag_memalloc *a)
 {
-    /* The marks come before the synchronise, so that they never claim work
-     * another host thread enqueued after it (the clean also runs as the
-     * out-of-memory reclaim, in the middle of an execution). */
-    if (a->hb_mark)
-        for (uint32_t s = 0; s < a->n; s++)
-            a->st[s].clean_mark = ag_hb_mark(a, s);
-    ag_status st = ag_dev_synchronize(a->dev);
-    if (st != AG_OK) {
-        ag_dev_note(a);
-        return AG_ERR(a->ctx, st, "resource clean: synchronising the device: %s", a->devmsg);
-    }
-    a->s.syncs++;
+    AG_TRY(ag_clean_sync(a));
     /* The front caches stay: the next execution's first requests find
      * their blocks whole; a pool miss gives them back (malloc_miss). */
     a->recent_kept = true;
-    for (uint32_t s = 0; s < a->n; s++) {
-        ag_hb_join(a, UINT32_MAX, a->st[s].clean_mark);
-        ag_epoch_done(a, s);
-    }
     /* Everything enqueued has run: every channel's load may be applied. */
     for (ag_chan *c = a->made; c; c = c->made)
         if (c->nnotes || c->home)
