@@ -314,10 +314,19 @@ static bool wait_instead(ag_memalloc *a, uint32_t u)
 ag_status ag_base_free(ag_memalloc *a, ag_block *b, uint32_t stream)
 {
     uint32_t u;
+    /* The room for the events first: a host failure changes nothing; a
+     * device that cannot make an event (AG_EDEVICE) is one that cannot
+     * record it either, and the free goes on without events */
+    ag_status dev = AG_OK;
     if (b->users == 1 && b->shared) {
         uint32_t k = 0;
-        AG_MIF_EACH(b->mif, a->w, u)
-            AG_TRY(base_reserve(a, u, ++k));
+        AG_MIF_EACH(b->mif, a->w, u) {
+            ag_status st = dev == AG_OK ? base_reserve(a, u, ++k) : AG_OK;
+            if (st == AG_EDEVICE)
+                dev = st;
+            else
+                AG_TRY(st);
+        }
     }
     b->occ[stream]--;
     if (--b->users > 0)
@@ -333,12 +342,13 @@ ag_status ag_base_free(ag_memalloc *a, ag_block *b, uint32_t stream)
      * the host has waited for that stream instead. */
     AG_MIF_EACH(b->mif, a->w, u)
         b->events++;
-    ag_status first = AG_OK;
+    ag_status first = dev;
     uint32_t waited = 0;
     bool lost = false;
     AG_MIF_EACH(b->mif, a->w, u) {
         uint32_t queued = a->st[u].npend;
-        ag_pend_record(a, u, b, false, &first); /* (no query: queued, or failed) */
+        if (dev == AG_OK)
+            ag_pend_record(a, u, b, false, &first); /* (no query: queued, or failed) */
         if (a->st[u].npend == queued) {
             if (wait_instead(a, u))
                 waited++;

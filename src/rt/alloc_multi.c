@@ -377,13 +377,16 @@ static __attribute__((noinline)) ag_status last_free(ag_memalloc *a, ag_block *b
         for (uint64_t m = any[k]; m; m &= m - 1u)
             nusers++;
     bool now = fallback_now(a, b);
+    ag_status dev = AG_OK; /* the device could not make the events */
     if (nusers && (now || !a->stream_query_ok)) { /* (the device may yet prove unable to tell) */
         uint32_t u;
         AG_MIF_EACH(any, a->w, u)
             AG_TRY(ag_pend_reserve(a, u));
-        AG_TRY(ag_ev_reserve(a, stream, nusers));
+        dev = ag_ev_reserve(a, stream, nusers);
+        if (dev != AG_OK && dev != AG_EDEVICE)
+            return dev;
     }
-    if (nusers && !now)
+    if (nusers && (!now || dev != AG_OK))
         AG_TRY(ag_lazy_reserve(a));
     b->occ[stream] = 0;
     b->users = 0;
@@ -397,7 +400,15 @@ static __attribute__((noinline)) ag_status last_free(ag_memalloc *a, ag_block *b
     }
     ag_stat_unused(a, b, true);
     uint32_t version = b->version;
-    ag_status st = defer_free(a, b, nusers);
+    ag_status st = dev;
+    if (dev == AG_OK) {
+        st = defer_free(a, b, nusers);
+    } else {
+        /* no event to record: the block waits for its notices, or for a
+         * pool miss to record them; the use is released all the same */
+        a->lazy[a->nlazy++] = (ag_lazy){b, b->version};
+        a->s.fallbacks_deferred++;
+    }
     /* still waiting (not home at once): the other streams may learn of the
      * release from stream's notices before the fallback completes */
     if (b->version == version)

@@ -2682,6 +2682,29 @@ static void test_oversize_waste(void **state)
     }
 }
 
+/* The last free of a shared block on a device that can no longer make an
+ * event: AG_EDEVICE, and as the header says, the use is released all the
+ * same (a second free is refused), in both modes. */
+static void test_free_on_failed_device(void **state)
+{
+    (void)state;
+    for (int m = 0; m < 2; m++) {
+        fix f;
+        fix_open(&f, 2, m ? AG_ALLOC_BASELINE : AG_ALLOC_MULTI, 0);
+        ag_block *b = xmalloc(&f, 0, 65536);
+        assert_int_equal(ag_alloc_access(f.a, b, 1), AG_OK);
+        assert_int_equal(ag_alloc_free(f.a, b, 1), AG_OK);
+        ag_dev_poison(f.dev, "a test fault");
+        assert_int_equal(ag_alloc_free(f.a, b, 0), AG_EDEVICE);
+        assert_true(agtest_errmsg_has(f.ctx, "a test fault"));
+        ag_alloc_stats s = stats(f.a);
+        assert_int_equal(s.allocated, 0);
+        assert_int_equal(s.frees, 1); /* the block's last use is gone */
+        assert_int_equal(ag_alloc_free(f.a, b, 0), AG_EINVAL);
+        fix_close(&f);
+    }
+}
+
 /* A kernel that waits for the gate, then writes its block. */
 typedef struct late_write {
     atomic_int open;
@@ -2811,6 +2834,7 @@ int main(void)
         cmocka_unit_test(test_gather_fault_sweep),
         cmocka_unit_test(test_fallback_fault_sweep),
         cmocka_unit_test(test_destroy_while_capturing),
+        cmocka_unit_test(test_free_on_failed_device),
         cmocka_unit_test(test_entry_checks),
         cmocka_unit_test(test_oversize_waste),
         cmocka_unit_test(test_clean_counts_and_front),
