@@ -70,10 +70,10 @@ static ag_status check_config(ag_ctx *ctx, const ag_alloc_config *c)
      * another never wraps) */
     const uint64_t lim = UINT64_MAX >> 2;
     if (c->small_region > lim || c->large_region > lim || c->large_round > lim || c->alone_round > lim ||
-        c->l1_segment > lim)
+        c->l1_segment > lim || c->page_size > lim)
         return AG_ERR(ctx, AG_EINVAL,
-                      "allocator config: small_region, large_region, large_round, alone_round and l1_segment "
-                      "must be at most %llu bytes",
+                      "allocator config: page_size, small_region, large_region, large_round, alone_round and "
+                      "l1_segment must be at most %llu bytes",
                       (unsigned long long)lim);
     if (c->small_region % c->min_block || c->large_region % c->min_block || c->large_round % c->min_block ||
         c->alone_round % c->min_block)
