@@ -223,6 +223,11 @@ ag_span *ag_heap_take(ag_heap *h, uint64_t size)
     uint64_t cap = size < h->oversize                  ? h->max_split
                    : size > UINT64_MAX - h->over_waste ? UINT64_MAX
                                                        : size + h->over_waste;
+    if (size >= h->oversize) {
+        uint64_t grown = round_to(size, h->grow_q); /* its own growth serves it always */
+        if (grown != UINT64_MAX && grown >= cap)
+            cap = grown + 1u;
+    }
     if (size < h->keep && h->keep < cap)
         cap = h->keep;
     if (size >= h->alone) {

@@ -2484,6 +2484,12 @@ static void test_growth_serves_again(void **state)
     ag_alloc_config_default(&c);
     c.large_slack = 0;
     same_size_reused(&c, (10u << 20) + 1u);
+    /* an oversize request whose region, in pages, wastes more than
+     * large_region: its own region still serves it */
+    ag_alloc_config_default(&c);
+    c.page_size = 32u << 20;
+    c.max_split = 64u << 20;
+    same_size_reused(&c, 65u << 20);
 }
 
 /* A free region moved from another pool is never a span of max_split or
