@@ -123,6 +123,11 @@ ag_span *ag_heap_take(ag_heap *h, uint64_t size);
 /* The least span size a request of size bytes does not take under the
  * alone rule: more than slack percent larger (UINT64_MAX when that does
  * not fit in 64 bits). */
+/* v rounded up to a multiple of q (> 0), UINT64_MAX where that would wrap. */
+static inline uint64_t ag_round_up(uint64_t v, uint64_t q)
+{
+    return v > UINT64_MAX - (q - 1u) ? UINT64_MAX : (v + q - 1u) / q * q;
+}
 static inline uint64_t ag_fit_limit(uint64_t size, uint32_t slack)
 {
     if (slack && size / 100u + 1u > (UINT64_MAX - size - 1u) / slack)

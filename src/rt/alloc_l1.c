@@ -52,17 +52,12 @@ static void dev_release(void *ud, uintptr_t addr, uint64_t size, void *cookie)
     a->s.device_frees++;
 }
 
-static uint64_t round_up(uint64_t v, uint64_t q)
-{
-    return (v + q - 1u) / q * q;
-}
-
 /* What to grow for a request of size bytes when want is the usual amount:
  * a span of max_split or more is never split (nor given to a smaller
  * request), so a growth that large is the request alone (quantum q). */
 static uint64_t below_split(uint64_t want, uint64_t size, uint64_t max_split, uint64_t q)
 {
-    return want >= max_split ? round_up(size, q) : want;
+    return want >= max_split ? ag_round_up(size, q) : want;
 }
 
 /* Whether the host has seen owner complete what it enqueued before s
@@ -198,7 +193,7 @@ static ag_status l1_take(ag_memalloc *a, uint64_t size, ag_span **out)
     }
     uint64_t seg = size;
     if (size < a->cfg.l1_segment) {
-        seg = round_up(a->cfg.l1_segment, a->cfg.page_size);
+        seg = ag_round_up(a->cfg.l1_segment, a->cfg.page_size);
         if (a->cfg.mode == AG_ALLOC_MULTI && a->cfg.steal) {
             /* With fine regions L1 grows geometrically up to a segment, from
              * empty: a quarter segment first, then as much as it holds
@@ -212,7 +207,7 @@ static ag_status l1_take(ag_memalloc *a, uint64_t size, ag_span **out)
                 seg = size;
             else if (a->s.reserved < seg) {
                 uint64_t want = a->s.reserved > seg / 4u ? a->s.reserved : seg / 4u;
-                seg = want > size ? round_up(want, a->cfg.page_size) : size;
+                seg = want > size ? ag_round_up(want, a->cfg.page_size) : size;
             }
         }
     }
@@ -276,7 +271,7 @@ ag_status ag_l1_init(ag_memalloc *a)
     if (a->cfg.mode == AG_ALLOC_MULTI && a->cfg.steal) {
         a->l1.alone = a->cfg.large_alone;
         a->l1.slack = a->cfg.large_slack;
-        if (a->cfg.large_alone > round_up(a->cfg.l1_segment, a->cfg.page_size))
+        if (a->cfg.large_alone > ag_round_up(a->cfg.l1_segment, a->cfg.page_size))
             a->l1.keep = a->cfg.large_alone;
     }
     /* Every pool of the multi mode grows from L1: its first growth (in
@@ -297,9 +292,16 @@ ag_status ag_pool_init(ag_memalloc *a, uint32_t stream)
                  rel, a, false);
     ag_heap_init(&s->pool[AG_POOL_LARGE], a->ctx, a->cfg.min_block, a->cfg.split_large, a->cfg.max_split, grow,
                  rel, a, false);
-    if (multi)
-        for (uint32_t p = 0; p < 2; p++)
+    for (uint32_t p = 0; p < 2; p++) {
+        /* a span of max_split or more serves a request that large only if
+         * it wastes less than large_region (the reference's 20 MiB) */
+        s->pool[p].over_waste = a->cfg.large_region;
+        if (multi) {
             ag_heap_share_whole(&s->pool[p], &a->pool_whole, &s->ev_seq, stream);
+            /* the multi mode's regions are L1 pages (ag_pool_take) */
+            ag_heap_set_growth(&s->pool[p], a->cfg.page_size, a->cfg.alone_round);
+        }
+    }
     /* A region cut for a large request alone is for a request of about
      * its size (large_slack percent larger at most), so that the next
      * execution's requests find the regions the last one left */
@@ -307,14 +309,6 @@ ag_status ag_pool_init(ag_memalloc *a, uint32_t stream)
         s->pool[AG_POOL_LARGE].alone = a->cfg.large_alone;
         s->pool[AG_POOL_LARGE].slack = a->cfg.large_slack;
     }
-    /* A span of max_split or more serves a request that large only if it
-     * wastes less than large_region (the reference's 20 MiB) */
-    for (uint32_t p = 0; p < 2; p++)
-        s->pool[p].over_waste = a->cfg.large_region;
-    /* the multi mode's regions are L1 pages (ag_pool_take) */
-    if (multi)
-        for (uint32_t p = 0; p < 2; p++)
-            ag_heap_set_growth(&s->pool[p], a->cfg.page_size, a->cfg.alone_round);
     return AG_OK;
 }
 
@@ -363,11 +357,11 @@ ag_status ag_pool_take(ag_memalloc *a, uint32_t stream, uint64_t size, bool trie
         else if (size < c->large_alone && !cut)
             region = c->large_region;
         else if (size >= c->large_alone && cut)
-            region = round_up(size, c->alone_round);
+            region = ag_round_up(size, c->alone_round);
         else
-            region = round_up(size, c->large_round);
+            region = ag_round_up(size, c->large_round);
         if (a->cfg.mode == AG_ALLOC_MULTI)
-            region = round_up(region, c->page_size);
+            region = ag_round_up(region, c->page_size);
         region = below_split(region, size, c->max_split, a->cfg.mode == AG_ALLOC_MULTI ? c->page_size : c->min_block);
         ag_status st = AG_OK;
         /* When L1 has no room cached, a free region of another pool moves
@@ -398,7 +392,7 @@ ag_status ag_pool_take(ag_memalloc *a, uint32_t stream, uint64_t size, bool trie
         if (!s && st == AG_ENOMEM && region > size) {
             region = size;
             if (a->cfg.mode == AG_ALLOC_MULTI)
-                region = round_up(region, c->page_size);
+                region = ag_round_up(region, c->page_size);
             st = ag_heap_grow(h, region);
         }
         if (!s) {

@@ -233,6 +233,14 @@ static bool fallback_now(const ag_memalloc *a, const ag_block *b)
     return b->size >= a->cfg.fallback_min || a->no_stream_query;
 }
 
+/* b waits on the list for its notices, or for a pool miss to record its
+ * events (room reserved by the caller). */
+static void lazy_wait(ag_memalloc *a, ag_block *b)
+{
+    a->lazy[a->nlazy++] = (ag_lazy){b, b->version};
+    a->s.fallbacks_deferred++;
+}
+
 /* Every user has freed b but the notices that would let a stream reuse it
  * have not arrived: as a fallback, each other user stream is asked whether
  * it is idle (then it needs nothing more).  If one is busy, a block of at
@@ -257,8 +265,7 @@ static ag_status defer_free(ag_memalloc *a, ag_block *b, uint32_t nusers)
             return AG_OK;
         }
         if (!a->no_stream_query) {
-            a->lazy[a->nlazy++] = (ag_lazy){b, b->version};
-            a->s.fallbacks_deferred++;
+            lazy_wait(a, b);
             return AG_OK;
         }
         /* the device proved unable to tell just now: no query had
@@ -406,8 +413,7 @@ static __attribute__((noinline)) ag_status last_free(ag_memalloc *a, ag_block *b
     } else {
         /* no event to record: the block waits for its notices, or for a
          * pool miss to record them; the use is released all the same */
-        a->lazy[a->nlazy++] = (ag_lazy){b, b->version};
-        a->s.fallbacks_deferred++;
+        lazy_wait(a, b);
     }
     /* still waiting (not home at once): the other streams may learn of the
      * release from stream's notices before the fallback completes */

@@ -60,18 +60,13 @@ void ag_heap_init(ag_heap *h, ag_ctx *ctx, uint64_t quantum, uint64_t split_min,
     ag_heap_set_growth(h, quantum, quantum);
 }
 
-static uint64_t round_to(uint64_t v, uint64_t q)
-{
-    return v > UINT64_MAX - (q - 1u) ? UINT64_MAX : (v + q - 1u) / q * q;
-}
-
 void ag_heap_set_growth(ag_heap *h, uint64_t grow_q, uint64_t alone_q)
 {
     ag_assert(grow_q % h->quantum == 0 && alone_q % h->quantum == 0);
     h->grow_q = grow_q;
     h->alone_q = alone_q;
     /* the least request whose growth, rounded to grow_q, reaches max_split */
-    uint64_t m = round_to(h->max_split, grow_q);
+    uint64_t m = ag_round_up(h->max_split, grow_q);
     h->oversize = m == UINT64_MAX ? h->max_split : m == 0 ? 0 : m - grow_q + 1u;
 }
 
@@ -213,6 +208,13 @@ static ag_span *carve(ag_heap *h, ag_span *s, uint64_t size);
 
 static ag_span *take(ag_heap *h, uint64_t size, uint64_t cap);
 
+/* An exclusive cap raised, if need be, so that a span of grown bytes (the
+ * request's own growth) stays under it. */
+static uint64_t admit_growth(uint64_t cap, uint64_t grown)
+{
+    return grown != UINT64_MAX && grown >= cap ? grown + 1u : cap;
+}
+
 ag_span *ag_heap_take(ag_heap *h, uint64_t size)
 {
     /* spans of max_split or more serve only requests whose growth is that
@@ -223,18 +225,13 @@ ag_span *ag_heap_take(ag_heap *h, uint64_t size)
     uint64_t cap = size < h->oversize                  ? h->max_split
                    : size > UINT64_MAX - h->over_waste ? UINT64_MAX
                                                        : size + h->over_waste;
-    if (size >= h->oversize) {
-        uint64_t grown = round_to(size, h->grow_q); /* its own growth serves it always */
-        if (grown != UINT64_MAX && grown >= cap)
-            cap = grown + 1u;
-    }
+    if (size >= h->oversize)
+        cap = admit_growth(cap, ag_round_up(size, h->grow_q));
     if (size < h->keep && h->keep < cap)
         cap = h->keep;
     if (size >= h->alone) {
-        uint64_t lim = ag_fit_limit(size, h->slack);
-        uint64_t grown = round_to(round_to(size, h->alone_q), h->grow_q);
-        if (grown != UINT64_MAX && grown >= lim)
-            lim = grown + 1u;
+        uint64_t lim = admit_growth(ag_fit_limit(size, h->slack),
+                                    ag_round_up(ag_round_up(size, h->alone_q), h->grow_q));
         cap = lim < cap ? lim : cap;
     }
     return take(h, size, cap);
