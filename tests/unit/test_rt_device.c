@@ -1369,67 +1369,73 @@ static void test_fault_sweep_all_entries(void **state)
     assert_int_equal(fault_sweep(AG_DEV_ENTRY_ALL, AG_FAULT_POISON), n);
 }
 
+/* A simulated device behind a fault wrapper that defers a memset failure
+ * (the fail_at-th, and every later one with repeat), with a stream and
+ * bytes of HBM. */
+typedef struct memset_fault {
+    ag_ctx *ctx;
+    ag_device *inner, *dev;
+    ag_dev_fault f;
+    ag_dev_stream *s;
+    void *a;
+} memset_fault;
+
+static void memset_fault_open(memset_fault *m, uint64_t fail_at, int repeat, size_t bytes)
+{
+    m->ctx = agtest_ctx();
+    assert_int_equal(ag_device_sim_create(m->ctx, NULL, &m->inner), AG_OK);
+    ag_dev_fault_init(&m->f, AG_DEV_ENTRY_BIT(AG_DEV_E_MEMSET), fail_at, repeat, AG_FAULT_DEFERRED);
+    assert_int_equal(ag_device_fault_wrap(m->ctx, m->inner, &m->f, &m->dev), AG_OK);
+    assert_int_equal(ag_dev_stream_create(m->dev, &m->s), AG_OK);
+    assert_int_equal(ag_dev_mem_alloc(m->dev, AG_MEM_HBM, bytes, 0, &m->a), AG_OK);
+}
+
+static void memset_fault_close(memset_fault *m)
+{
+    ag_dev_mem_free(m->dev, m->a);
+    ag_dev_stream_destroy(m->dev, m->s);
+    ag_device_destroy(m->dev);
+    ag_device_destroy(m->inner);
+    ag_ctx_destroy(m->ctx);
+}
+
 /* A deferred fault on a capturing stream is captured with the call: the
  * device stays healthy until a replay of the graph reaches it. */
 static void test_fault_deferred_in_capture(void **state)
 {
     (void)state;
-    ag_ctx *ctx = agtest_ctx();
-    ag_device *inner, *dev;
-    assert_int_equal(ag_device_sim_create(ctx, NULL, &inner), AG_OK);
-    ag_dev_fault f;
-    ag_dev_fault_init(&f, AG_DEV_ENTRY_BIT(AG_DEV_E_MEMSET), 1, 0, AG_FAULT_DEFERRED);
-    assert_int_equal(ag_device_fault_wrap(ctx, inner, &f, &dev), AG_OK);
-    ag_dev_stream *s;
-    void *a;
-    assert_int_equal(ag_dev_stream_create(dev, &s), AG_OK);
-    assert_int_equal(ag_dev_mem_alloc(dev, AG_MEM_HBM, 64, 0, &a), AG_OK);
-    assert_int_equal(ag_dev_capture_begin(dev, s), AG_OK);
-    assert_int_equal(ag_dev_memset_async(dev, a, 0, 64, s), AG_OK);
+    memset_fault m;
+    memset_fault_open(&m, 1, 0, 64);
+    assert_int_equal(ag_dev_capture_begin(m.dev, m.s), AG_OK);
+    assert_int_equal(ag_dev_memset_async(m.dev, m.a, 0, 64, m.s), AG_OK);
     ag_dev_graph *g = NULL;
-    assert_int_equal(ag_dev_capture_end(dev, s, &g), AG_OK);
-    assert_int_equal(f.nfail, 1);
-    assert_int_equal(ag_dev_synchronize(dev), AG_OK);
-    assert_int_equal(ag_dev_device_state(inner, NULL), AG_DEV_HEALTHY);
-    assert_int_equal(ag_dev_graph_launch(dev, g, s), AG_OK);
-    assert_int_equal(ag_dev_stream_synchronize(dev, s), AG_EDEVICE);
-    assert_errmsg(ctx, "kernel 'injected fault in memset_async' failed");
-    assert_int_equal(ag_dev_device_state(inner, NULL), AG_DEV_POISONED);
-    ag_dev_graph_destroy(dev, g);
-    ag_dev_mem_free(dev, a);
-    ag_dev_stream_destroy(dev, s);
-    ag_device_destroy(dev);
-    ag_device_destroy(inner);
-    ag_ctx_destroy(ctx);
+    assert_int_equal(ag_dev_capture_end(m.dev, m.s, &g), AG_OK);
+    assert_int_equal(m.f.nfail, 1);
+    assert_int_equal(ag_dev_synchronize(m.dev), AG_OK);
+    assert_int_equal(ag_dev_device_state(m.inner, NULL), AG_DEV_HEALTHY);
+    assert_int_equal(ag_dev_graph_launch(m.dev, g, m.s), AG_OK);
+    assert_int_equal(ag_dev_stream_synchronize(m.dev, m.s), AG_EDEVICE);
+    assert_errmsg(m.ctx, "kernel 'injected fault in memset_async' failed");
+    assert_int_equal(ag_dev_device_state(m.inner, NULL), AG_DEV_POISONED);
+    ag_dev_graph_destroy(m.dev, g);
+    memset_fault_close(&m);
 }
 
 /* A deferred fault surfaces at the next synchronisation, naming the call. */
 static void test_fault_deferred_message(void **state)
 {
     (void)state;
-    ag_ctx *ctx = agtest_ctx();
-    ag_device *inner, *dev;
-    assert_int_equal(ag_device_sim_create(ctx, NULL, &inner), AG_OK);
-    ag_dev_fault f;
-    ag_dev_fault_init(&f, AG_DEV_ENTRY_BIT(AG_DEV_E_MEMSET), 2, 1, AG_FAULT_DEFERRED);
-    assert_int_equal(ag_device_fault_wrap(ctx, inner, &f, &dev), AG_OK);
-    ag_dev_stream *s;
-    void *a;
-    assert_int_equal(ag_dev_stream_create(dev, &s), AG_OK);
-    assert_int_equal(ag_dev_mem_alloc(dev, AG_MEM_HBM, 8, 0, &a), AG_OK);
-    assert_int_equal(ag_dev_memset_async(dev, a, 0, 8, s), AG_OK);
-    assert_int_equal(ag_dev_memset_async(dev, a, 0, 8, s), AG_OK);
-    assert_int_equal(ag_dev_stream_synchronize(dev, s), AG_EDEVICE);
-    assert_errmsg(ctx, "kernel 'injected fault in memset_async' failed");
-    assert_int_equal(ag_dev_memset_async(dev, a, 0, 8, s), AG_EDEVICE); /* poisoned now */
-    assert_int_equal(f.calls, 3);
-    assert_int_equal(f.nfail, 2);
-    assert_int_equal(ag_dev_device_state(inner, NULL), AG_DEV_POISONED);
-    ag_dev_mem_free(dev, a);
-    ag_dev_stream_destroy(dev, s);
-    ag_device_destroy(dev);
-    ag_device_destroy(inner);
-    ag_ctx_destroy(ctx);
+    memset_fault m;
+    memset_fault_open(&m, 2, 1, 8);
+    assert_int_equal(ag_dev_memset_async(m.dev, m.a, 0, 8, m.s), AG_OK);
+    assert_int_equal(ag_dev_memset_async(m.dev, m.a, 0, 8, m.s), AG_OK);
+    assert_int_equal(ag_dev_stream_synchronize(m.dev, m.s), AG_EDEVICE);
+    assert_errmsg(m.ctx, "kernel 'injected fault in memset_async' failed");
+    assert_int_equal(ag_dev_memset_async(m.dev, m.a, 0, 8, m.s), AG_EDEVICE); /* poisoned now */
+    assert_int_equal(m.f.calls, 3);
+    assert_int_equal(m.f.nfail, 2);
+    assert_int_equal(ag_dev_device_state(m.inner, NULL), AG_DEV_POISONED);
+    memset_fault_close(&m);
 }
 
 static void test_backend_table_checked(void **state)
