@@ -51,6 +51,7 @@ void cmd_alloc_replay_help(FILE *f)
           "                   0..8; 0: none)\n"
           "  --check          verify that no block is handed out again before every\n"
           "                   stream that used its memory is ordered before the new user\n"
+          "                   (at most 1024 streams)\n"
           "  -h, --help       this help\n"
           "\n"
           "exit status: 0 replayed; 1 --check found a violation; 2 usage, input or\n"

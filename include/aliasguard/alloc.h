@@ -251,9 +251,15 @@ const char *ag_trace_op_name(ag_trace_op op);
  * kernel of kernel_ticks on its stream (0: work is instant, the device is
  * always idle); an event is complete once the host clock has passed the
  * finish time of its stream's work before the record. */
+/* The check keeps a vector clock per stream and a slot per pair of
+ * streams (n x n words each: 16 MiB at the limit); beyond it a replay with
+ * the check is refused. */
+#define AG_ALLOC_CHECK_MAX_STREAMS 1024u
+
 typedef struct ag_alloc_replay_opts {
     size_t size;           /* sizeof(ag_alloc_replay_opts) */
-    bool check;            /* verify every handed-out block (happens-before) */
+    bool check;            /* verify every handed-out block (happens-before); at
+                            * most AG_ALLOC_CHECK_MAX_STREAMS streams */
     uint32_t kernel_ticks; /* duration of one modelled kernel, in host operations */
     uint32_t runs;         /* executions of the trace, one after the other with the
                             * same allocator (0 or 1: once); from the second on,

@@ -241,9 +241,16 @@ ag_status ag_alloc_trace_parse(ag_ctx *ctx, const char *name, const char *text, 
 
 /* ---- replay ---- */
 
+/* A stream's last use of a block: its position in that stream. */
+typedef struct use_at {
+    uint32_t stream;
+    uint32_t pad_;
+    uint64_t pos;
+} use_at;
+
 typedef struct retired {
     uintptr_t lo, hi;
-    uint64_t *last; /* per stream: its position at its last use, 0 none */
+    ag_vec uses; /* use_at: each stream that used the memory, its last use */
 } retired;
 
 typedef struct replay {
@@ -259,8 +266,9 @@ typedef struct replay {
     uint32_t live;       /* IDs live now */
     uint64_t *pos;       /* per stream: operations so far */
     uint64_t *clock;     /* n x n: what stream s knows of stream u */
-    uint64_t *evclock;   /* n x n x n: clock carried by the last record src -> dst */
-    uint64_t *lastuse;   /* per ID x n */
+    uint64_t **evclock;  /* n x n: clock carried by the last record src -> dst
+                          * (n words, made at the pair's first record) */
+    ag_vec *uses;        /* per ID: use_at, the streams that used it so far */
     retired *ret;
     uint32_t nret, capret;
     uint64_t violations;
@@ -331,14 +339,13 @@ static void check_handout(replay *r, uint32_t id, uint32_t s)
             k++;
             continue;
         }
-        for (uint32_t u = 0; u < r->n; u++) {
-            uint64_t need = e->last[u];
-            if (need && r->clock[(size_t)s * r->n + u] < need)
+        const use_at *u = e->uses.data;
+        for (uint32_t j = 0; j < e->uses.len; j++)
+            if (r->clock[(size_t)s * r->n + u[j].stream] < u[j].pos)
                 r->violations++;
-        }
         if (lo <= e->lo && e->hi <= hi) {
             /* wholly covered: the new owner's own history replaces it */
-            ag_free(r->ctx, e->last, r->n * sizeof(uint64_t));
+            ag_vec_free(r->ctx, &e->uses, sizeof(use_at));
             r->ret[k] = r->ret[--r->nret];
         } else {
             k++;
@@ -346,6 +353,8 @@ static void check_handout(replay *r, uint32_t id, uint32_t s)
     }
 }
 
+/* The memory of id keeps its uses, for the blocks handed out over it
+ * later; the ID starts a new list at its next alloc. */
 static ag_status retire(replay *r, uint32_t id)
 {
     if (r->nret == r->capret) {
@@ -354,15 +363,32 @@ static ag_status retire(replay *r, uint32_t id)
             return AG_OOM(r->ctx);
         r->ret = v;
     }
-    uint64_t *last = ag_alloc(r->ctx, r->n * sizeof *last);
-    if (!last)
-        return AG_OOM(r->ctx);
-    memcpy(last, r->lastuse + (size_t)id * r->n, r->n * sizeof *last);
     retired *e = &r->ret[r->nret++];
     e->lo = (uintptr_t)ag_block_ptr(r->blk[id]);
     e->hi = e->lo + ag_block_size(r->blk[id]);
-    e->last = last;
+    e->uses = r->uses[id];
+    memset(&r->uses[id], 0, sizeof r->uses[id]);
     return AG_OK;
+}
+
+/* The free of id failed: its uses are its own again. */
+static void unretire(replay *r, uint32_t id)
+{
+    r->uses[id] = r->ret[--r->nret].uses;
+}
+
+/* Stream s used id at its position now. */
+static ag_status note_use(replay *r, uint32_t id, uint32_t s)
+{
+    ag_vec *v = &r->uses[id];
+    use_at *u = v->data;
+    for (uint32_t j = 0; j < v->len; j++)
+        if (u[j].stream == s) {
+            u[j].pos = r->pos[s];
+            return AG_OK;
+        }
+    use_at add = {.stream = s, .pos = r->pos[s]};
+    return ag_vec_push(r->ctx, v, sizeof add, &add) == AG_OK ? AG_OK : AG_OOM(r->ctx);
 }
 
 /* The ID of a trace's block, for errors. */
@@ -396,9 +422,9 @@ static ag_status run_op(replay *r, const trace_op *op)
         if (r->check) {
             r->pos[op->s1]++;
             r->clock[op->s1 * n + op->s1] = r->pos[op->s1];
-            memset(r->lastuse + op->id * n, 0, n * sizeof(uint64_t));
-            r->lastuse[op->id * n + op->s1] = r->pos[op->s1];
+            r->uses[op->id].len = 0;
             check_handout(r, op->id, op->s1);
+            AG_TRY(note_use(r, op->id, op->s1));
         }
         return AG_OK;
     case AG_TOP_USE:
@@ -410,7 +436,7 @@ static ag_status run_op(replay *r, const trace_op *op)
         if (r->check) {
             r->pos[op->s1]++;
             r->clock[op->s1 * n + op->s1] = r->pos[op->s1];
-            r->lastuse[op->id * n + op->s1] = r->pos[op->s1];
+            AG_TRY(note_use(r, op->id, op->s1));
         }
         if (op->kind == AG_TOP_USE) {
             AG_TRY(ag_alloc_access(r->a, b, op->s1));
@@ -425,7 +451,7 @@ static ag_status run_op(replay *r, const trace_op *op)
         ag_status st = ag_alloc_free(r->a, b, op->s1);
         if (st != AG_OK) {
             if (r->check && last)
-                ag_free(ctx, r->ret[--r->nret].last, n * sizeof(uint64_t));
+                unretire(r, op->id);
             return st;
         }
         if (--r->users[op->id] == 0) {
@@ -434,17 +460,21 @@ static ag_status run_op(replay *r, const trace_op *op)
         }
         return AG_OK;
     }
-    case AG_TOP_RECORD:
+    case AG_TOP_RECORD: {
+        uint64_t **ev = r->check ? &r->evclock[op->s1 * n + op->s2] : NULL;
+        if (ev && !*ev && !(*ev = ag_alloc(ctx, n * sizeof **ev)))
+            return AG_OOM(ctx);
         AG_TRY(ag_alloc_send(r->a, op->s1, op->s2));
-        if (r->check) {
+        if (ev) {
             r->clock[op->s1 * n + op->s1] = r->pos[op->s1];
-            memcpy(r->evclock + (op->s1 * n + op->s2) * n, r->clock + op->s1 * n, n * sizeof(uint64_t));
+            memcpy(*ev, r->clock + op->s1 * n, n * sizeof **ev);
         }
         return AG_OK;
+    }
     case AG_TOP_WAIT:
         AG_TRY(ag_alloc_wait(r->a, op->s1, op->s2));
-        if (r->check) {
-            const uint64_t *ev = r->evclock + (op->s2 * n + op->s1) * n;
+        if (r->check && r->evclock[op->s2 * n + op->s1]) { /* (none: no record yet) */
+            const uint64_t *ev = r->evclock[op->s2 * n + op->s1];
             uint64_t *c = r->clock + op->s1 * n;
             for (size_t u = 0; u < n; u++)
                 if (ev[u] > c[u])
@@ -474,14 +504,23 @@ static void replay_free(replay *r, ag_device *tdev, ag_dev_stream **streams)
     }
     ag_device_destroy(tdev);
     for (uint32_t k = 0; k < r->nret; k++)
-        ag_free(ctx, r->ret[k].last, n * sizeof(uint64_t));
+        ag_vec_free(ctx, &r->ret[k].uses, sizeof(use_at));
     ag_free(ctx, r->ret, r->capret * sizeof *r->ret);
     ag_free(ctx, r->blk, (size_t)r->t->nids * sizeof *r->blk);
     ag_free(ctx, r->users, (size_t)r->t->nids * sizeof *r->users);
     ag_free(ctx, r->pos, n * sizeof *r->pos);
     ag_free(ctx, r->clock, n * n * sizeof *r->clock);
-    ag_free(ctx, r->evclock, n * n * n * sizeof *r->evclock);
-    ag_free(ctx, r->lastuse, (size_t)r->t->nids * n * sizeof *r->lastuse);
+    if (r->evclock) {
+        for (size_t k = 0; k < n * n; k++)
+            if (r->evclock[k])
+                ag_free(ctx, r->evclock[k], n * sizeof(uint64_t));
+        ag_free(ctx, r->evclock, n * n * sizeof *r->evclock);
+    }
+    if (r->uses) {
+        for (uint32_t k = 0; k < r->t->nids; k++)
+            ag_vec_free(ctx, &r->uses[k], sizeof(use_at));
+        ag_free(ctx, r->uses, (size_t)r->t->nids * sizeof *r->uses);
+    }
 }
 
 ag_status ag_alloc_replay(ag_ctx *ctx, ag_device *dev, const ag_alloc_trace *t, const ag_alloc_config *cfg,
@@ -500,11 +539,9 @@ ag_status ag_alloc_replay(ag_ctx *ctx, ag_device *dev, const ag_alloc_trace *t, 
     }
     if (c.nstreams < t->nstreams)
         c.nstreams = t->nstreams;
-    if (o.check && c.nstreams > 64 && c.nstreams == t->nstreams)
-        return AG_ERR(ctx, AG_EINVAL, "%s: replay check: at most 64 streams (the trace has %u)", t->name, c.nstreams);
-    if (o.check && c.nstreams > 64)
-        return AG_ERR(ctx, AG_EINVAL, "%s: replay check: at most 64 streams (the allocator config has %u, the trace %u)",
-                      t->name, c.nstreams, t->nstreams);
+    if (o.check && c.nstreams > AG_ALLOC_CHECK_MAX_STREAMS)
+        return AG_ERR(ctx, AG_EINVAL, "%s: replay check: at most %u streams, the replay has %u", t->name,
+                      AG_ALLOC_CHECK_MAX_STREAMS, c.nstreams);
     replay r = {.ctx = ctx, .dev = dev, .t = t, .n = c.nstreams, .check = o.check};
     size_t n = r.n;
     ag_device *tdev = NULL;
@@ -531,9 +568,9 @@ ag_status ag_alloc_replay(ag_ctx *ctx, ag_device *dev, const ag_alloc_trace *t, 
     if (o.check) {
         r.pos = ag_calloc(ctx, n, sizeof *r.pos);
         r.clock = ag_calloc(ctx, n * n, sizeof *r.clock);
-        r.evclock = ag_calloc(ctx, n * n * n, sizeof *r.evclock);
-        r.lastuse = t->nids ? ag_calloc(ctx, (size_t)t->nids * n, sizeof *r.lastuse) : NULL;
-        if (!r.pos || !r.clock || !r.evclock || (t->nids && !r.lastuse))
+        r.evclock = ag_calloc(ctx, n * n, sizeof *r.evclock);
+        r.uses = t->nids ? ag_calloc(ctx, t->nids, sizeof *r.uses) : NULL;
+        if (!r.pos || !r.clock || !r.evclock || (t->nids && !r.uses))
             st = AG_OOM(ctx);
     }
     if (st == AG_OK)

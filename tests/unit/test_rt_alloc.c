@@ -2167,6 +2167,57 @@ static void test_trace_replay(void **state)
     close_empty(ctx, dev);
 }
 
+/* The checker finds a reuse the trace does not order, at every stream
+ * count it supports (one word of clock per stream, beyond 64 as below):
+ * host memory is recycled at its last free without any event (the host
+ * vouches for the streams' work), so stream 0 gets the memory stream k
+ * used with nothing ordering k's use before it; a record and a wait order
+ * it.  On device memory the allocator itself orders the reuse. */
+static void test_check_finds_reuse(void **state)
+{
+    (void)state;
+    ag_ctx *ctx = agtest_ctx();
+    ag_device *dev = NULL;
+    assert_int_equal(ag_device_sim_create(ctx, NULL, &dev), AG_OK);
+    const uint32_t counts[] = {3, 256, AG_ALLOC_CHECK_MAX_STREAMS};
+    for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
+        uint32_t n = counts[i], k = n - 2u;
+        for (int ordered = 0; ordered < 2; ordered++) {
+            char text[256];
+            int len = snprintf(text, sizeof text, "streams %u\nalloc a 4096 0\nuse a %u\nfree a %u\n", n, k, k);
+            if (ordered)
+                len += snprintf(text + len, sizeof text - (size_t)len, "record %u 0\nwait 0 %u\n", k, k);
+            snprintf(text + len, sizeof text - (size_t)len, "free a 0\nalloc b 4096 0\nfree b 0\n");
+            ag_alloc_trace *t = NULL;
+            assert_int_equal(ag_alloc_trace_parse(ctx, "t", text, strlen(text), &t), AG_OK);
+            for (int mode = 0; mode < 2; mode++)
+                for (int host = 0; host < 2; host++) {
+                    ag_alloc_config c;
+                    ag_alloc_config_default(&c);
+                    c.mode = (ag_alloc_mode)mode;
+                    c.mem_type = host ? AG_MEM_HOST : AG_MEM_HBM;
+                    ag_alloc_replay_result r = {.size = sizeof r};
+                    ag_alloc_replay_opts o = {.size = sizeof o, .check = true, .kernel_ticks = 4};
+                    assert_int_equal(ag_alloc_replay(ctx, dev, t, &c, &o, &r), AG_OK);
+                    assert_int_equal(r.violations, host && !ordered ? 1 : 0);
+                    assert_int_equal(r.stats.peak_allocated, 4096);
+                }
+            ag_alloc_trace_destroy(t);
+        }
+    }
+    /* one more stream than the check holds: refused, the limit named */
+    char text[64];
+    snprintf(text, sizeof text, "streams %u\nalloc a 16 0\nfree a 0\n", AG_ALLOC_CHECK_MAX_STREAMS + 1u);
+    ag_alloc_trace *t = NULL;
+    assert_int_equal(ag_alloc_trace_parse(ctx, "t", text, strlen(text), &t), AG_OK);
+    ag_alloc_replay_result r = {.size = sizeof r};
+    ag_alloc_replay_opts o = {.size = sizeof o, .check = true};
+    assert_int_equal(ag_alloc_replay(ctx, dev, t, NULL, &o, &r), AG_EINVAL);
+    assert_errmsg(ctx, "t: replay check: at most 1024 streams, the replay has 1025");
+    ag_alloc_trace_destroy(t);
+    close_empty(ctx, dev);
+}
+
 /* Out of memory on a busy device (traces as in tests/lit/rt/Inputs):
  * reclaim, a 2 MiB block waits for stream 1's event when stream 0 asks for
  * the whole 4 MiB device, and only waiting for the device frees it; lend,
@@ -2839,6 +2890,7 @@ int main(void)
         cmocka_unit_test(test_config_errors),
         cmocka_unit_test(test_trace_parse_errors),
         cmocka_unit_test(test_trace_replay),
+        cmocka_unit_test(test_check_finds_reuse),
         cmocka_unit_test(test_oom_sweep),
         cmocka_unit_test(test_device_fault_sweep),
         cmocka_unit_test(test_reclaim_fault_sweep),
