@@ -76,7 +76,9 @@ extern "C" {
  * on a real accelerator: queued work is dropped (streams still drain, so
  * waits return), and every later entry returns AG_EDEVICE with the reason,
  * except mem_free, the destroy functions, device_state and stats, which keep
- * working so that a program can clean up without leaking.
+ * working so that a program can clean up without leaking.  A copy, memset
+ * or graph launch whose ranges are wrong is refused with AG_EINVAL in
+ * either state (its own error comes first).
  *
  * Capture.  Between capture_begin(s) and capture_end(s), work enqueued on s
  * (copies, memsets, launches, event records and waits) is recorded into a
@@ -267,8 +269,9 @@ typedef enum ag_dev_fault_mode {
     AG_FAULT_RETURN = 0, /* the call fails at once and has no effect */
     AG_FAULT_POISON,     /* the call fails at once and poisons the inner device */
     AG_FAULT_DEFERRED    /* stream work: a failing kernel is enqueued just before the
-                          * real call, which then proceeds: the call succeeds and the
-                          * device is poisoned when the stream reaches that point (an
+                          * real call, which then proceeds: a valid call succeeds (one
+                          * with wrong arguments keeps its AG_EINVAL) and the device is
+                          * poisoned when the stream reaches that point (an
                           * asynchronous device error; on a capturing stream the kernel
                           * is captured too, and poisons the device when a replay of
                           * the graph reaches it, never if the graph is not launched);

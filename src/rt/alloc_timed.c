@@ -304,9 +304,11 @@ static ag_status td_event_query(void *impl, ag_dev_event *e, bool *done)
     /* Complete in the model: the inner device is never behind the model
      * for long (its work is instant), so wait for it to agree, if it does
      * not already. */
-    if (ag_dev_event_query(t->inner, e, done) == AG_OK && *done)
-        return AG_OK;
-    return ag_dev_event_synchronize(t->inner, e) == AG_OK ? (*done = true, AG_OK) : AG_EDEVICE;
+    AG_TRY(ag_dev_event_query(t->inner, e, done));
+    if (!*done)
+        AG_TRY(ag_dev_event_synchronize(t->inner, e));
+    *done = true;
+    return AG_OK;
 }
 
 static ag_status td_event_synchronize(void *impl, ag_dev_event *e)

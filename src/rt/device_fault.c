@@ -97,13 +97,16 @@ static bool inject(fault_dev *w, ag_dev_entry e, ag_dev_stream *s, ag_status *st
             return inj_st_;                              \
     } while (0)
 
-/* The call behind a deferred fault was accepted before the failure: should
- * the failing kernel already have run and poisoned the device, the refusal
- * is that failure, which the next synchronisation reports, not this call's
- * (everything behind the fault is dropped either way). */
+/* The call behind a deferred fault: should the failing kernel already have
+ * run and poisoned the device, the device's refusal (AG_EDEVICE) is that
+ * failure, which the next synchronisation reports, not this call's
+ * (everything behind the fault is dropped either way).  A call whose own
+ * arguments are wrong is refused alike in either state (AG_EINVAL), and
+ * keeps its refusal: the fault fires all the same at that point of the
+ * stream. */
 static ag_status settle(fault_dev *w, bool deferred, ag_status st)
 {
-    if (st != AG_OK && deferred && ag_dev_device_state(w->inner, NULL) == AG_DEV_POISONED) {
+    if (st == AG_EDEVICE && deferred && ag_dev_device_state(w->inner, NULL) == AG_DEV_POISONED) {
         ag_ctx_clear_error(w->ctx);
         return AG_OK;
     }

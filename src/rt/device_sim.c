@@ -57,6 +57,7 @@ typedef struct sim_op {
     /* OP_COPY: the host side lay inside a HOST allocation when enqueued,
      * which must still hold it when the copy runs */
     bool held_dst, held_src;
+    uint64_t stamp; /* queued: the device's count of enqueued operations at its push */
 } sim_op;
 
 /* One device allocation.  Records are separate hook blocks so a pointer to
@@ -83,6 +84,7 @@ struct ag_dev_stream {
     uint32_t cap, head, count;
     uint64_t enq_seq;  /* operations enqueued so far */
     uint64_t done_seq; /* operations completed (run or dropped) so far */
+    uint64_t run_stamp; /* the stamp of the operation running now, 0 none */
     bool stop;
     bool capturing;
     ag_vec capture; /* sim_op, while capturing */
@@ -117,6 +119,7 @@ struct sim {
     ag_dev_event *events;
     ag_dev_graph *graphs;
     uint32_t next_stream_id;
+    uint64_t enq_clock; /* operations enqueued on every stream so far (their stamps) */
     sim_args *retired; /* argument blocks no operation names any more */
     /* Set once, under the lock, after why; read without it by sim_state
      * (every other reader holds the lock).  Apart from the fields above,
@@ -374,7 +377,9 @@ static ag_status ring_reserve(sim *d, ag_dev_stream *s, uint32_t more)
 static void ring_push(ag_dev_stream *s, const sim_op *op)
 {
     ag_assert_internal(s->count < s->cap);
-    s->ring[(s->head + s->count) & (s->cap - 1)] = *op;
+    sim_op *at = &s->ring[(s->head + s->count) & (s->cap - 1)];
+    *at = *op;
+    at->stamp = ++s->dev->enq_clock;
     if (op->args)
         op->args->refs++;
     s->count++;
@@ -504,14 +509,26 @@ static void *worker_main(void *arg)
         sim_op op = s->ring[s->head];
         s->head = (s->head + 1) & (s->cap - 1);
         s->count--;
+        s->run_stamp = op.stamp;
         run_op(d, s, &op);
         if (op.args)
             args_unref(d, op.args, true);
+        s->run_stamp = 0;
         s->done_seq++;
         pthread_cond_broadcast(&d->cv_progress);
     }
     unlock(d);
     return NULL;
+}
+
+/* Whether s has completed every operation stamped up to upto (lock held):
+ * none runs, and the oldest queued one came later (stamps grow in queue
+ * order). */
+static bool stream_done_upto(const ag_dev_stream *s, uint64_t upto)
+{
+    if (s->run_stamp && s->run_stamp <= upto)
+        return false;
+    return s->count == 0 || s->ring[s->head].stamp > upto;
 }
 
 /* Waits (lock held) until s has completed operation number seq. */
@@ -626,10 +643,9 @@ static void sim_mem_free(void *impl, void *ptr)
 static ag_status enqueue_checked(sim *d, ag_dev_stream *s, const sim_op *op, const char *entry)
 {
     ag_assert(s->magic == STREAM_MAGIC && s->dev == d);
-    if (d->poisoned)
-        return poisoned_err(d, entry);
     sim_op o = *op;
     if (o.kind == OP_COPY || o.kind == OP_MEMSET) {
+        /* the call's own ranges first: refused alike in either state */
         sim_alloc *pd, *ps;
         const char *why = check_op_ranges(d, &o, &pd, &ps);
         if (why)
@@ -639,6 +655,8 @@ static ag_status enqueue_checked(sim *d, ag_dev_stream *s, const sim_op *op, con
         o.held_dst = o.kind == OP_COPY && o.copy == AG_COPY_D2H && pd;
         o.held_src = o.kind == OP_COPY && o.copy == AG_COPY_H2D && ps;
     }
+    if (d->poisoned)
+        return poisoned_err(d, entry);
     return submit(d, s, &o);
 }
 
@@ -1011,11 +1029,8 @@ static ag_status sim_graph_launch(void *impl, ag_dev_graph *g, ag_dev_stream *s)
     lock(d);
     ag_assert(g->magic == GRAPH_MAGIC && g->dev == d);
     ag_assert(s->magic == STREAM_MAGIC && s->dev == d);
-    if (d->poisoned) {
-        st = poisoned_err(d, "graph_launch");
-        goto done;
-    }
-    /* All or nothing: check every range and make room before enqueuing. */
+    /* All or nothing: check every range (refused alike in either state)
+     * and make room before enqueuing. */
     for (uint32_t k = 0; k < g->n; k++) {
         const sim_op *op = &g->ops[k];
         if (op->kind != OP_COPY && op->kind != OP_MEMSET)
@@ -1027,6 +1042,10 @@ static ag_status sim_graph_launch(void *impl, ag_dev_graph *g, ag_dev_stream *s)
                         s->id, k, op_label(op), op->n, why);
             goto done;
         }
+    }
+    if (d->poisoned) {
+        st = poisoned_err(d, "graph_launch");
+        goto done;
     }
     if (s->capturing) {
         if (ag_vec_reserve(d->ctx, &s->capture, sizeof(sim_op), g->n) != AG_OK) {
@@ -1101,8 +1120,10 @@ static ag_status sim_synchronize(void *impl)
             st = AG_ERR(d->ctx, AG_EINVAL, "device synchronize: stream %u is capturing", s->id);
             goto done;
         }
-    /* Streams may come and go while we sleep: walk them by increasing id,
-     * waiting for each one's work enqueued so far. */
+    /* Only the work enqueued before the call (stamps up to now): work
+     * enqueued while we sleep may wait for what the host does after this
+     * returns.  Streams may come and go meanwhile: walk them by id. */
+    uint64_t upto = d->enq_clock;
     for (uint32_t next = 0;;) {
         ag_dev_stream *pick = NULL;
         for (ag_dev_stream *s = d->streams; s; s = s->next)
@@ -1111,9 +1132,8 @@ static ag_status sim_synchronize(void *impl)
         if (!pick)
             break;
         next = pick->id + 1;
-        uint64_t target = pick->enq_seq;
         uint32_t id = pick->id;
-        while ((pick = stream_by_id(d, id)) && pick->done_seq < target)
+        while ((pick = stream_by_id(d, id)) && !stream_done_upto(pick, upto))
             pthread_cond_wait(&d->cv_progress, &d->mu);
     }
     args_reclaim(d);

@@ -1252,6 +1252,38 @@ static void test_timed_refuses(void **state)
     ag_ctx_destroy(ctx);
 }
 
+/* The timed device passes on an inner event_query failure where its model
+ * says the event is complete (as its stream_query does). */
+static void test_timed_query_failure(void **state)
+{
+    (void)state;
+    ag_ctx *ctx = agtest_ctx();
+    ag_device *sim = NULL, *fw = NULL, *dev = NULL;
+    ag_timed *t = NULL;
+    assert_int_equal(ag_device_sim_create(ctx, NULL, &sim), AG_OK);
+    ag_dev_fault fl;
+    ag_dev_fault_init(&fl, AG_DEV_ENTRY_BIT(AG_DEV_E_EVENT_QUERY), 1, 0, AG_FAULT_RETURN);
+    assert_int_equal(ag_device_fault_wrap(ctx, sim, &fl, &fw), AG_OK);
+    assert_int_equal(ag_timed_wrap(fw, 10, &t, &dev), AG_OK);
+    ag_dev_stream *s = NULL;
+    ag_dev_event *e = NULL;
+    assert_int_equal(ag_dev_stream_create(dev, &s), AG_OK);
+    assert_int_equal(ag_dev_event_create(dev, &e), AG_OK);
+    assert_int_equal(ag_dev_event_record(dev, e, s), AG_OK);
+    bool done = false;
+    assert_int_equal(ag_dev_event_query(dev, e, &done), AG_EDEVICE);
+    assert_errmsg(ctx, "event_query: injected fault");
+    assert_int_equal(fl.nfail, 1);
+    assert_int_equal(ag_dev_event_query(dev, e, &done), AG_OK); /* the next one answers */
+    assert_true(done);
+    ag_dev_event_destroy(dev, e);
+    ag_dev_stream_destroy(dev, s);
+    ag_device_destroy(dev);
+    ag_device_destroy(fw);
+    ag_device_destroy(sim);
+    ag_ctx_destroy(ctx);
+}
+
 static void test_streams_256(void **state)
 {
     (void)state;
@@ -2866,6 +2898,7 @@ int main(void)
         cmocka_unit_test(test_borrow_larger_then_again),
         cmocka_unit_test(test_borrow_when_full),
         cmocka_unit_test(test_timed_refuses),
+        cmocka_unit_test(test_timed_query_failure),
         cmocka_unit_test(test_streams_256),
         cmocka_unit_test(test_mif_sparse_256),
         cmocka_unit_test(test_mif_sparse_all_rows),

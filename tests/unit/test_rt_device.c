@@ -3,7 +3,9 @@
  * poisoning, argument checks, host OOM sweeps and device fault sweeps. */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
+#include <time.h>
 
 #include "support/agtest.h"
 #include "aliasguard/alloc.h"
@@ -1512,6 +1514,150 @@ static void test_copy_host_side(void **state)
     ag_ctx_destroy(ctx);
 }
 
+/* A deferred fault's call keeps its own status whether or not the failing
+ * kernel has run: a backend that lets the stream's queued work run before
+ * forwarding the copy makes sure it has (the device is poisoned when the
+ * real call arrives).  A copy out of its allocation stays AG_EINVAL; a
+ * valid one is AG_OK, the fault surfacing at the next synchronisation. */
+static ag_status sync_first_memcpy(void *impl, ag_dev_copy_kind kind, void *dst, const void *src, size_t n,
+                                   ag_dev_stream *s)
+{
+    (void)ag_dev_stream_synchronize(legacy_inner(impl), s);
+    return ag_dev_memcpy_async(legacy_inner(impl), kind, dst, src, n, s);
+}
+
+static void test_deferred_fault_status(void **state)
+{
+    (void)state;
+    static const ag_device_ops ops = {
+        .size = AG_DEVICE_OPS_SIZE_V2, .name = "syncfirst", .destroy = lg_destroy, .mem_alloc = lg_mem_alloc,
+        .mem_free = lg_mem_free, .memcpy_async = sync_first_memcpy, .memset_async = lg_memset,
+        .launch = lg_launch, .stream_create = lg_stream_create, .stream_destroy = lg_stream_destroy,
+        .stream_synchronize = lg_stream_sync, .event_create = lg_event_create, .event_destroy = lg_event_destroy,
+        .event_record = lg_event_record, .stream_wait_event = lg_stream_wait, .event_query = lg_event_query,
+        .event_synchronize = lg_event_sync, .capture_begin = lg_capture_begin, .capture_end = lg_capture_end,
+        .graph_launch = lg_graph_launch, .graph_destroy = lg_graph_destroy, .synchronize = lg_sync,
+        .state = lg_state, .poison = lg_poison, .stats = lg_stats, .launch_copy = lg_launch_copy,
+    };
+    for (int valid = 0; valid < 2; valid++) {
+        ag_ctx *ctx = agtest_ctx();
+        ag_device *inner = sim(ctx, 1 << 20, 0, 0), *mid = NULL, *dev = NULL;
+        assert_int_equal(ag_device_create(ctx, &ops, inner, &mid), AG_OK);
+        ag_dev_fault f;
+        ag_dev_fault_init(&f, AG_DEV_ENTRY_BIT(AG_DEV_E_MEMCPY), 1, 0, AG_FAULT_DEFERRED);
+        assert_int_equal(ag_device_fault_wrap(ctx, mid, &f, &dev), AG_OK);
+        ag_dev_stream *s = NULL;
+        assert_int_equal(ag_dev_stream_create(dev, &s), AG_OK);
+        char *a = NULL;
+        assert_int_equal(ag_dev_mem_alloc(dev, AG_MEM_HBM, 64, 0, (void **)&a), AG_OK);
+        char host[128] = {0};
+        ag_status st = ag_dev_memcpy_async(dev, AG_COPY_H2D, a, host, valid ? 64 : sizeof host, s);
+        assert_int_equal(f.nfail, 1);
+        assert_int_equal(ag_dev_device_state(inner, NULL), AG_DEV_POISONED); /* the kernel ran first */
+        if (valid) {
+            assert_int_equal(st, AG_OK);
+        } else {
+            assert_int_equal(st, AG_EINVAL);
+            assert_errmsg(ctx, "destination is not inside one live HBM/P2P allocation");
+        }
+        assert_int_equal(ag_dev_stream_synchronize(dev, s), AG_EDEVICE);
+        assert_errmsg(ctx, "injected fault in memcpy_async");
+        ag_dev_mem_free(dev, a);
+        ag_dev_stream_destroy(dev, s);
+        ag_device_destroy(dev);
+        ag_device_destroy(mid);
+        ag_device_destroy(inner);
+        ag_ctx_destroy(ctx);
+    }
+}
+
+/* The failing kernel not run yet: a refused call keeps its AG_EINVAL, and
+ * the fault still fires at that point of the stream (device.h). */
+static void test_deferred_fault_refused_call(void **state)
+{
+    (void)state;
+    memset_fault m;
+    memset_fault_open(&m, 1, 0, 64);
+    gate g;
+    gate_init(&g);
+    assert_int_equal(ag_dev_launch(m.dev, m.s, gate_kernel, &g, "gate"), AG_OK);
+    gate_wait_entered(&g);
+    assert_int_equal(ag_dev_memset_async(m.dev, m.a, 0, 128, m.s), AG_EINVAL); /* out of range */
+    assert_int_equal(m.f.nfail, 1);
+    assert_int_equal(ag_dev_device_state(m.inner, NULL), AG_DEV_HEALTHY);
+    gate_open(&g);
+    assert_int_equal(ag_dev_stream_synchronize(m.dev, m.s), AG_EDEVICE);
+    assert_int_equal(ag_dev_device_state(m.inner, NULL), AG_DEV_POISONED);
+    gate_fini(&g);
+    memset_fault_close(&m);
+}
+
+/* ag_dev_synchronize waits for the work enqueued before the call only:
+ * work another thread enqueues meanwhile (here, waiting for what the host
+ * does once the synchronise has returned) is not waited for.  The other
+ * thread enqueues 300 ms after the start, when the host is inside the call,
+ * then lets the earlier work finish; it opens the late work's gate itself
+ * only if the synchronise is still blocked 3 s later. */
+typedef struct late_work {
+    ag_device *dev;
+    ag_dev_stream *s1;
+    gate *early, *late;
+    atomic_int returned;
+    ag_status launched;
+    int overwaited;
+} late_work;
+
+static void nap_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static void *late_thread(void *arg)
+{
+    late_work *l = arg;
+    nap_ms(300);
+    l->launched = ag_dev_launch(l->dev, l->s1, gate_kernel, l->late, "late");
+    gate_open(l->early);
+    for (int k = 0; k < 300 && !atomic_load(&l->returned); k++)
+        nap_ms(10);
+    if (!atomic_load(&l->returned)) {
+        l->overwaited = 1;
+        gate_open(l->late);
+    }
+    return NULL;
+}
+
+static void test_synchronize_earlier_work(void **state)
+{
+    (void)state;
+    ag_ctx *ctx = agtest_ctx();
+    ag_device *dev = sim(ctx, 1 << 20, 0, 0);
+    ag_dev_stream *s0 = NULL, *s1 = NULL;
+    assert_int_equal(ag_dev_stream_create(dev, &s0), AG_OK); /* waited for first */
+    assert_int_equal(ag_dev_stream_create(dev, &s1), AG_OK);
+    gate early, late;
+    gate_init(&early);
+    gate_init(&late);
+    assert_int_equal(ag_dev_launch(dev, s0, gate_kernel, &early, "early"), AG_OK);
+    late_work l = {.dev = dev, .s1 = s1, .early = &early, .late = &late};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, late_thread, &l), 0);
+    assert_int_equal(ag_dev_synchronize(dev), AG_OK);
+    atomic_store(&l.returned, 1);
+    pthread_join(th, NULL);
+    assert_int_equal(l.launched, AG_OK);
+    assert_false(l.overwaited);
+    gate_open(&late);
+    assert_int_equal(ag_dev_synchronize(dev), AG_OK);
+    ag_dev_stream_destroy(dev, s0);
+    ag_dev_stream_destroy(dev, s1);
+    gate_fini(&early);
+    gate_fini(&late);
+    ag_device_destroy(dev);
+    ag_ctx_destroy(ctx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1537,6 +1683,9 @@ int main(void)
         cmocka_unit_test(test_stream_query),
         cmocka_unit_test(test_legacy_table),
         cmocka_unit_test(test_copy_host_side),
+        cmocka_unit_test(test_deferred_fault_status),
+        cmocka_unit_test(test_deferred_fault_refused_call),
+        cmocka_unit_test(test_synchronize_earlier_work),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
