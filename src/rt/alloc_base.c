@@ -117,6 +117,16 @@ ag_status ag_base_access(ag_memalloc *a, ag_block *b, uint32_t dst)
 ag_status ag_pend_grow(ag_memalloc *a, uint32_t stream)
 {
     ag_astream *s = &a->st[stream];
+    /* The queue empties only when every entry is popped: while one stays
+     * pending, the popped ones at its front would pile up until the next
+     * clean.  At least half the array popped: move the rest down instead
+     * of growing (amortised, each entry moves at most once per doubling). */
+    if (s->pend_head >= s->cappend / 2u && s->pend_head > 0) {
+        memmove(s->pend, s->pend + s->pend_head, (size_t)(s->npend - s->pend_head) * sizeof *s->pend);
+        s->npend -= s->pend_head;
+        s->pend_head = 0;
+        return AG_OK;
+    }
     ag_bpend *p = ag_realloc_double(a->ctx, s->pend, &s->cappend, sizeof *p, 16u);
     if (!p)
         return AG_OOM(a->ctx);

@@ -272,7 +272,9 @@ typedef struct replay {
     retired *ret;
     uint32_t nret, capret;
     uint64_t violations;
-    ag_vec marks;        /* n words per mark the allocator took (hooks) */
+    ag_vec marks;        /* n words per mark the allocator took (hooks), from mark_base + 1 on */
+    uint64_t mark_base;  /* marks dropped from the front: no deferred free held them */
+    uint64_t trim_at;    /* marks stored before the next look for ones to drop */
     bool hook_oom;       /* a mark could not be stored: fail the replay */
     ag_timed *timed;
 } replay;
@@ -306,7 +308,7 @@ static uint64_t hb_mark(void *ud, uint32_t stream)
             r->marks.len = at;
             return 0;
         }
-    return at / n + 1u;
+    return r->mark_base + at / n + 1u;
 }
 
 static void hb_join(void *ud, uint32_t stream, uint64_t mark)
@@ -315,7 +317,8 @@ static void hb_join(void *ud, uint32_t stream, uint64_t mark)
     size_t n = r->n;
     if (mark == 0)
         return;
-    const uint64_t *m = (const uint64_t *)r->marks.data + (mark - 1u) * n;
+    ag_assert(mark > r->mark_base); /* a mark still held is never dropped */
+    const uint64_t *m = (const uint64_t *)r->marks.data + (mark - 1u - r->mark_base) * n;
     for (uint32_t s = stream == UINT32_MAX ? 0 : stream; s < n; s++) {
         uint64_t *c = r->clock + s * n;
         for (size_t u = 0; u < n; u++)
@@ -324,6 +327,38 @@ static void hb_join(void *ud, uint32_t stream, uint64_t mark)
         if (stream != UINT32_MAX)
             break;
     }
+}
+
+/* Drops the marks no deferred free holds any more: only a deferred free's
+ * entry holds a mark past the call that took it, marks are taken in
+ * increasing order, and each stream's queue holds them in that order, so
+ * the oldest one held is the front of some queue.  Looked for once the
+ * marks stored have doubled: amortised, each is moved at most once. */
+static void marks_trim(replay *r)
+{
+    size_t n = r->n;
+    uint64_t stored = r->marks.len / n;
+    if (r->a->npend == 0) {
+        r->mark_base += stored;
+        r->marks.len = 0;
+        return;
+    }
+    if (stored < r->trim_at)
+        return;
+    uint64_t oldest = r->mark_base + stored + 1u;
+    for (uint32_t k = 0; k < r->n; k++) {
+        const ag_astream *s = &r->a->st[k];
+        if (s->pend_head < s->npend && s->pend[s->pend_head].mark && s->pend[s->pend_head].mark < oldest)
+            oldest = s->pend[s->pend_head].mark;
+    }
+    uint64_t drop = oldest - 1u - r->mark_base;
+    if (drop) {
+        uint64_t *m = r->marks.data;
+        memmove(m, m + drop * n, (size_t)(stored - drop) * n * sizeof *m);
+        r->marks.len = (uint32_t)((stored - drop) * n);
+        r->mark_base += drop;
+    }
+    r->trim_at = 2u * (stored - drop) > 64u ? 2u * (stored - drop) : 64u;
 }
 
 /* The block just handed to stream s for ID id must be ordered after every
@@ -608,10 +643,8 @@ ag_status ag_alloc_replay(ag_ctx *ctx, ag_device *dev, const ag_alloc_trace *t, 
             out.seconds[ops[k].kind] += a1 - a0;
             if (st == AG_OK && r.hook_oom)
                 st = AG_OOM(ctx);
-            /* Only a deferred free's entry holds a mark past the call that
-             * took it: with none queued, no mark is joined any more. */
-            if (r.check && r.a->npend == 0)
-                r.marks.len = 0;
+            if (r.check)
+                marks_trim(&r);
         }
     }
     if (st == AG_OK) {

@@ -1284,6 +1284,58 @@ static void test_timed_query_failure(void **state)
     ag_ctx_destroy(ctx);
 }
 
+/* A deferred free's queue stays as long as its pending entries, not as
+ * long as the execution: here stream 1's newest entry is always pending
+ * when a poll pops the older ones, so the queue never empties; 20,000
+ * deferred frees must not leave 20,000 slots behind (the popped front is
+ * reused).  Baseline mode, where every cross-stream free is deferred. */
+static void test_pend_queue_bounded(void **state)
+{
+    (void)state;
+    ag_ctx *ctx = agtest_ctx();
+    ag_device *sim = NULL, *dev = NULL;
+    ag_timed *t = NULL;
+    assert_int_equal(ag_device_sim_create(ctx, NULL, &sim), AG_OK);
+    assert_int_equal(ag_timed_wrap(sim, 4, &t, &dev), AG_OK);
+    ag_dev_stream *s[2];
+    for (int k = 0; k < 2; k++)
+        assert_int_equal(ag_dev_stream_create(dev, &s[k]), AG_OK);
+    ag_alloc_config c;
+    ag_alloc_config_default(&c);
+    c.nstreams = 2;
+    c.mode = AG_ALLOC_BASELINE;
+    ag_memalloc *a = NULL;
+    assert_int_equal(ag_alloc_create(ctx, dev, s, &c, &a), AG_OK);
+    uint32_t most = 0;
+    for (int i = 0; i < 20000; i++) {
+        ag_block *b = NULL;
+        ag_timed_tick(t);
+        assert_int_equal(ag_alloc_malloc(a, 0, 4096, &b), AG_OK);
+        ag_timed_kernel(t, s[0]);
+        ag_timed_tick(t);
+        assert_int_equal(ag_alloc_access(a, b, 1), AG_OK);
+        ag_timed_kernel(t, s[1]);
+        ag_timed_tick(t);
+        assert_int_equal(ag_alloc_free(a, b, 1), AG_OK);
+        ag_timed_tick(t);
+        assert_int_equal(ag_alloc_free(a, b, 0), AG_OK);
+        uint32_t left = a->st[1].npend - a->st[1].pend_head;
+        most = left > most ? left : most;
+    }
+    assert_true(most >= 1 && most <= 4); /* a few pending at a time */
+    assert_true(a->st[1].cappend <= 16);
+    assert_int_equal(ag_alloc_sync(a, AG_SYNC_CLEAN), AG_OK);
+    ag_alloc_stats st = {.size = sizeof st};
+    ag_alloc_stats_get(a, &st, NULL);
+    assert_int_equal(st.allocated, 0);
+    ag_alloc_destroy(a);
+    for (int k = 0; k < 2; k++)
+        ag_dev_stream_destroy(dev, s[k]);
+    ag_device_destroy(dev);
+    ag_device_destroy(sim);
+    ag_ctx_destroy(ctx);
+}
+
 static void test_streams_256(void **state)
 {
     (void)state;
@@ -2656,20 +2708,26 @@ static void test_host_oom_in_growth(void **state)
 }
 
 /* The checker's happens-before marks live as long as a deferred free
- * holds one: host memory stays flat over many runs of a trace. */
-static uint64_t check_peak(uint32_t runs)
+ * holds one: host memory stays flat over many runs of a trace, both where
+ * the deferred frees all complete now and then (the first trace, with a
+ * sync) and where one always stays pending while the older ones complete
+ * (the second, in the baseline with kernels of 4 ticks: the queue never
+ * empties, so the marks and the queue must be trimmed from the front). */
+static const char marks_sync_text[] = "streams 64\nalloc a 100 0\nuse a 1\nfree a 0\nfree a 1\nrecord 1 0\nwait 0 1\nsync\n";
+static const char marks_pending_text[] = "streams 64\nalloc a 4096 0\nuse a 1\nfree a 1\nfree a 0\n";
+
+static uint64_t check_peak(const char *text, ag_alloc_mode mode, uint32_t ticks, uint32_t runs)
 {
     ag_testalloc ta;
     ag_ctx *ctx = agtest_ctx_counted(&ta);
     ag_device *dev = NULL;
     assert_int_equal(ag_device_sim_create(ctx, NULL, &dev), AG_OK);
-    const char *text = "streams 64\nalloc a 100 0\nuse a 1\nfree a 0\nfree a 1\nrecord 1 0\nwait 0 1\nsync\n";
     ag_alloc_trace *t = NULL;
     assert_int_equal(ag_alloc_trace_parse(ctx, "marks", text, strlen(text), &t), AG_OK);
     ag_alloc_config c;
     ag_alloc_config_default(&c);
-    c.mode = AG_ALLOC_MULTI;
-    ag_alloc_replay_opts o = {.size = sizeof o, .check = true, .runs = runs};
+    c.mode = mode;
+    ag_alloc_replay_opts o = {.size = sizeof o, .check = true, .kernel_ticks = ticks, .runs = runs};
     ag_alloc_replay_result r = {.size = sizeof r};
     assert_int_equal(ag_alloc_replay(ctx, dev, t, &c, &o, &r), AG_OK);
     assert_int_equal(r.violations, 0);
@@ -2683,8 +2741,12 @@ static uint64_t check_peak(uint32_t runs)
 static void test_check_marks_bounded(void **state)
 {
     (void)state;
-    uint64_t few = check_peak(10), many = check_peak(400);
+    uint64_t few = check_peak(marks_sync_text, AG_ALLOC_MULTI, 0, 10);
+    uint64_t many = check_peak(marks_sync_text, AG_ALLOC_MULTI, 0, 400);
     assert_true(many <= few + 4096u);
+    few = check_peak(marks_pending_text, AG_ALLOC_BASELINE, 4, 100);
+    many = check_peak(marks_pending_text, AG_ALLOC_BASELINE, 4, 4000);
+    assert_true(many <= few + 8192u);
 }
 
 /* One resource clean is one synchronisation, in both modes; the front
@@ -2899,6 +2961,7 @@ int main(void)
         cmocka_unit_test(test_borrow_when_full),
         cmocka_unit_test(test_timed_refuses),
         cmocka_unit_test(test_timed_query_failure),
+        cmocka_unit_test(test_pend_queue_bounded),
         cmocka_unit_test(test_streams_256),
         cmocka_unit_test(test_mif_sparse_256),
         cmocka_unit_test(test_mif_sparse_all_rows),
