@@ -2347,6 +2347,57 @@ static void test_oom_reclaim(void **state)
     close_empty(ctx, dev);
 }
 
+/* A host out of memory around a device refusal is the host's: on
+ * reclaim_text the reclaim serves the request the device refused, so at
+ * every host allocation of the replay a failure reads "out of memory" and
+ * never "cannot allocate" (nor counts in ooms), including failures in that
+ * request (the host records its retry needs were taken before the device
+ * was asked, so none fails after the refusal). */
+static void test_host_oom_after_refusal(void **state)
+{
+    (void)state;
+    for (int mode = 0; mode < 2; mode++) {
+        uint64_t during = 0;
+        for (uint64_t k = 1;; k++) {
+            assert_true(k < 5000);
+            ag_testalloc ta;
+            ag_ctx *ctx = agtest_ctx_counted(&ta), *dctx = agtest_ctx();
+            ag_device_sim_config dc = ag_device_sim_defaults();
+            dc.capacity[AG_MEM_HBM] = 4u << 20;
+            ag_device *dev = NULL;
+            assert_int_equal(ag_device_sim_create(dctx, &dc, &dev), AG_OK);
+            ag_alloc_trace *t = NULL;
+            assert_int_equal(ag_alloc_trace_parse(ctx, "t", reclaim_text, strlen(reclaim_text), &t), AG_OK);
+            ag_alloc_config c;
+            ag_alloc_config_default(&c);
+            c.mode = (ag_alloc_mode)mode;
+            ag_alloc_replay_opts o = {.size = sizeof o, .kernel_ticks = 8};
+            ag_alloc_replay_result r = {.size = sizeof r};
+            ta.fail_at = ta.calls + k;
+            ag_status st = ag_alloc_replay(ctx, dev, t, &c, &o, &r);
+            ta.fail_at = 0;
+            bool injected = ta.nfail > 0;
+            if (st != AG_OK) {
+                assert_true(injected);
+                assert_int_equal(st, AG_ENOMEM);
+                assert_true(agtest_errmsg_has(ctx, "out of memory"));
+                assert_false(agtest_errmsg_has(ctx, "cannot allocate"));
+                during += agtest_errmsg_has(ctx, "t:7:"); /* in the request the device refused */
+            } else {
+                assert_int_equal(r.stats.ooms, 0);
+                assert_true(r.stats.retries >= 1);
+            }
+            ag_alloc_trace_destroy(t);
+            close_empty(dctx, dev);
+            ag_ctx_destroy(ctx);
+            assert_int_equal(ta.live_blocks, 0);
+            if (!injected)
+                break;
+        }
+        assert_true(during > 0);
+    }
+}
+
 /* ---- failure sweeps ---- */
 
 static ag_status sweep_body(ag_ctx *ctx, void *ud)
@@ -2981,6 +3032,7 @@ int main(void)
         cmocka_unit_test(test_pressure_ignores_bound),
         cmocka_unit_test(test_trim_and_retry),
         cmocka_unit_test(test_oom_reclaim),
+        cmocka_unit_test(test_host_oom_after_refusal),
         cmocka_unit_test(test_baseline),
         cmocka_unit_test(test_host_memory_shared),
         cmocka_unit_test(test_config_errors),
