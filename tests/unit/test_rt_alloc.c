@@ -2928,6 +2928,90 @@ static ag_status late_write_kernel(void *arg)
     return AG_OK;
 }
 
+/* The multi mode's fallback event failing to record at a shared block's
+ * last free (fallback_min 0: recorded at once): the free returns the
+ * device's error with its use released, and the block goes home at the
+ * latest at the next clean, whether or not its stream sent its notices
+ * meanwhile (three streams: 0 the birth, 1 and 2 users; the last free is
+ * stream 2's, so the notice 2 -> 0 empties no view while stream 1's use
+ * stands in it). */
+static void multi_record_fails(int variant)
+{
+    ag_ctx *ctx = agtest_ctx();
+    ag_device *sim = NULL, *dev = NULL;
+    assert_int_equal(ag_device_sim_create(ctx, NULL, &sim), AG_OK);
+    ag_dev_fault fl;
+    ag_dev_fault_init(&fl, AG_DEV_ENTRY_BIT(AG_DEV_E_EVENT_RECORD), 0, 0, AG_FAULT_RETURN);
+    assert_int_equal(ag_device_fault_wrap(ctx, sim, &fl, &dev), AG_OK);
+    ag_dev_stream *s[3];
+    for (int k = 0; k < 3; k++)
+        assert_int_equal(ag_dev_stream_create(sim, &s[k]), AG_OK);
+    ag_alloc_config c;
+    ag_alloc_config_default(&c);
+    c.nstreams = 3;
+    c.fallback_min = 0;
+    ag_memalloc *a = NULL;
+    assert_int_equal(ag_alloc_create(ctx, dev, s, &c, &a), AG_OK);
+    ag_block *b = NULL;
+    assert_int_equal(ag_alloc_malloc(a, 0, 65536, &b), AG_OK);
+    assert_int_equal(ag_alloc_access(a, b, 1), AG_OK);
+    assert_int_equal(ag_alloc_access(a, b, 2), AG_OK);
+    /* streams 1 and 2 busy: the fallback records events there */
+    char scratch[2][64];
+    late_write w[2] = {{.mem = scratch[0], .n = 64}, {.mem = scratch[1], .n = 64}};
+    for (int k = 0; k < 2; k++)
+        assert_int_equal(ag_dev_launch(sim, s[k + 1], late_write_kernel, &w[k], "busy"), AG_OK);
+    assert_int_equal(ag_alloc_free(a, b, 0), AG_OK);
+    assert_int_equal(ag_alloc_free(a, b, 1), AG_OK);
+    fl.fail_at = fl.calls + 1u; /* the first fallback record of the last free */
+    ag_status st = ag_alloc_free(a, b, 2);
+    fl.fail_at = 0;
+    assert_int_equal(fl.nfail, 1);
+    assert_int_equal(st, AG_EDEVICE);
+    assert_int_equal(stats(a).allocated, 0);
+    assert_int_equal(stats(a).pending, 65536); /* waiting for stream 1 and 2's work */
+    for (int k = 0; k < 2; k++)
+        atomic_store(&w[k].open, 1);
+    if (variant > 0) {
+        /* stream 2 tells every other stream of its release */
+        for (uint32_t d = 0; d < 2; d++) {
+            assert_int_equal(ag_alloc_send(a, 2, d), AG_OK);
+            assert_int_equal(ag_alloc_wait(a, d, 2), AG_OK);
+        }
+    }
+    if (variant > 1) {
+        /* and its list starts afresh: more releases, sent everywhere */
+        for (int i = 0; i < 40; i++) {
+            ag_block *x = NULL;
+            assert_int_equal(ag_alloc_malloc(a, 0, 4096, &x), AG_OK);
+            assert_int_equal(ag_alloc_access(a, x, 2), AG_OK);
+            assert_int_equal(ag_alloc_free(a, x, 2), AG_OK);
+            for (uint32_t d = 0; d < 2; d++) {
+                assert_int_equal(ag_alloc_send(a, 2, d), AG_OK);
+                assert_int_equal(ag_alloc_wait(a, d, 2), AG_OK);
+            }
+            assert_int_equal(ag_alloc_free(a, x, 0), AG_OK);
+        }
+    }
+    assert_int_equal(ag_alloc_sync(a, AG_SYNC_CLEAN), AG_OK);
+    ag_alloc_stats st2 = stats(a);
+    assert_int_equal(st2.allocated, 0);
+    assert_int_equal(st2.pending, 0);
+    assert_int_equal(st2.cached, st2.reserved);
+    ag_alloc_destroy(a);
+    for (int k = 0; k < 3; k++)
+        ag_dev_stream_destroy(sim, s[k]);
+    ag_device_destroy(dev);
+    close_empty(ctx, sim);
+}
+
+static void test_multi_record_fails(void **state)
+{
+    (void)state;
+    for (int v = 0; v < 3; v++)
+        multi_record_fails(v);
+}
+
 /* Destroyed while one of its streams captures: no synchronise can prove
  * that stream's queued work done, so the device memory stays allocated
  * (the kernel still writing it finds it there), the error says why, and
@@ -3054,6 +3138,7 @@ int main(void)
         cmocka_unit_test(test_move_keeps_max_split),
         cmocka_unit_test(test_host_oom_in_growth),
         cmocka_unit_test(test_base_record_fails),
+        cmocka_unit_test(test_multi_record_fails),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
