@@ -373,7 +373,9 @@ ag_status ag_dev_graph_launch(ag_device *dev, ag_dev_graph *g, ag_dev_stream *s)
 void ag_dev_graph_destroy(ag_device *dev, ag_dev_graph *g);
 
 /* ---- device-wide ---- */
-/* Blocks until all work on every stream, enqueued before the call, has run. */
+/* Blocks until all work on every stream, enqueued before the call, has run,
+ * with the work its kernels enqueue meanwhile (work other host threads
+ * enqueue meanwhile is not waited for). */
 ag_status ag_dev_synchronize(ag_device *dev);
 /* Healthy or poisoned; *why (may be NULL) gets the first fault's message
  * ("" when healthy), valid until the device is destroyed. */

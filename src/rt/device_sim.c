@@ -57,7 +57,9 @@ typedef struct sim_op {
     /* OP_COPY: the host side lay inside a HOST allocation when enqueued,
      * which must still hold it when the copy runs */
     bool held_dst, held_src;
-    uint64_t stamp; /* queued: the device's count of enqueued operations at its push */
+    uint64_t stamp;  /* queued: the device's count of enqueued operations at its push */
+    uint64_t origin; /* the stamp it counts as for a synchronise: its own, or, pushed
+                      * by a kernel, the origin of the operation running that kernel */
 } sim_op;
 
 /* One device allocation.  Records are separate hook blocks so a pointer to
@@ -84,7 +86,8 @@ struct ag_dev_stream {
     uint32_t cap, head, count;
     uint64_t enq_seq;  /* operations enqueued so far */
     uint64_t done_seq; /* operations completed (run or dropped) so far */
-    uint64_t run_stamp; /* the stamp of the operation running now, 0 none */
+    uint64_t run_origin; /* the origin of the operation running now, 0 none */
+    uint32_t nchild;     /* queued operations pushed by kernels (origin below stamp) */
     bool stop;
     bool capturing;
     ag_vec capture; /* sim_op, while capturing */
@@ -373,6 +376,12 @@ static ag_status ring_reserve(sim *d, ag_dev_stream *s, uint32_t more)
     return AG_OK;
 }
 
+/* The device and the origin of the operation this thread runs, when it is
+ * a stream's worker running one (0 otherwise): what a kernel enqueues is
+ * covered by a synchronise that covers the kernel. */
+static _Thread_local const sim *worker_dev;
+static _Thread_local uint64_t worker_origin;
+
 /* Room must have been reserved. */
 static void ring_push(ag_dev_stream *s, const sim_op *op)
 {
@@ -380,6 +389,12 @@ static void ring_push(ag_dev_stream *s, const sim_op *op)
     sim_op *at = &s->ring[(s->head + s->count) & (s->cap - 1)];
     *at = *op;
     at->stamp = ++s->dev->enq_clock;
+    at->origin = at->stamp;
+    if (worker_dev == s->dev && worker_origin) {
+        /* a kernel's follow-up work: as old as the work that made it */
+        at->origin = worker_origin;
+        s->nchild++;
+    }
     if (op->args)
         op->args->refs++;
     s->count++;
@@ -509,11 +524,15 @@ static void *worker_main(void *arg)
         sim_op op = s->ring[s->head];
         s->head = (s->head + 1) & (s->cap - 1);
         s->count--;
-        s->run_stamp = op.stamp;
+        s->nchild -= op.origin != op.stamp;
+        s->run_origin = op.origin;
+        worker_dev = d;
+        worker_origin = op.origin;
         run_op(d, s, &op);
+        worker_origin = 0;
         if (op.args)
             args_unref(d, op.args, true);
-        s->run_stamp = 0;
+        s->run_origin = 0;
         s->done_seq++;
         pthread_cond_broadcast(&d->cv_progress);
     }
@@ -521,14 +540,21 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-/* Whether s has completed every operation stamped up to upto (lock held):
- * none runs, and the oldest queued one came later (stamps grow in queue
- * order). */
+/* Whether s has completed every operation of origin up to upto (lock
+ * held): the one running is later, the oldest queued one came later
+ * (stamps grow in queue order, and an origin is never above its stamp),
+ * and so did every origin a kernel's follow-up work carries. */
 static bool stream_done_upto(const ag_dev_stream *s, uint64_t upto)
 {
-    if (s->run_stamp && s->run_stamp <= upto)
+    if (s->run_origin && s->run_origin <= upto)
         return false;
-    return s->count == 0 || s->ring[s->head].stamp > upto;
+    if (s->count && s->ring[s->head].stamp <= upto)
+        return false;
+    /* what kernels pushed may be older than its place in the queue */
+    for (uint32_t k = 0; s->nchild && k < s->count; k++)
+        if (s->ring[(s->head + k) & (s->cap - 1)].origin <= upto)
+            return false;
+    return true;
 }
 
 /* Waits (lock held) until s has completed operation number seq. */
@@ -1120,21 +1146,32 @@ static ag_status sim_synchronize(void *impl)
             st = AG_ERR(d->ctx, AG_EINVAL, "device synchronize: stream %u is capturing", s->id);
             goto done;
         }
-    /* Only the work enqueued before the call (stamps up to now): work
-     * enqueued while we sleep may wait for what the host does after this
-     * returns.  Streams may come and go meanwhile: walk them by id. */
+    /* Only the work enqueued before the call (stamps up to now), with what
+     * its kernels enqueue (their origin): work the host enqueues while we
+     * sleep may wait for what it does after this returns.  Streams may
+     * come and go meanwhile: walk them by id. */
     uint64_t upto = d->enq_clock;
-    for (uint32_t next = 0;;) {
-        ag_dev_stream *pick = NULL;
-        for (ag_dev_stream *s = d->streams; s; s = s->next)
-            if (s->id >= next && (!pick || s->id < pick->id))
-                pick = s;
-        if (!pick)
+    for (;;) {
+        /* a kernel still running may push work onto a stream done before:
+         * over once a whole walk waited for nothing (one look, under the
+         * lock, at every stream) */
+        bool waited = false;
+        for (uint32_t next = 0;;) {
+            ag_dev_stream *pick = NULL;
+            for (ag_dev_stream *s = d->streams; s; s = s->next)
+                if (s->id >= next && (!pick || s->id < pick->id))
+                    pick = s;
+            if (!pick)
+                break;
+            next = pick->id + 1;
+            uint32_t id = pick->id;
+            while ((pick = stream_by_id(d, id)) && !stream_done_upto(pick, upto)) {
+                waited = true;
+                pthread_cond_wait(&d->cv_progress, &d->mu);
+            }
+        }
+        if (!waited)
             break;
-        next = pick->id + 1;
-        uint32_t id = pick->id;
-        while ((pick = stream_by_id(d, id)) && !stream_done_upto(pick, upto))
-            pthread_cond_wait(&d->cv_progress, &d->mu);
     }
     args_reclaim(d);
     if (d->poisoned)

@@ -1595,16 +1595,17 @@ static void test_deferred_fault_refused_call(void **state)
 /* ag_dev_synchronize waits for the work enqueued before the call only:
  * work another thread enqueues meanwhile (here, waiting for what the host
  * does once the synchronise has returned) is not waited for.  The other
- * thread enqueues 300 ms after the start, when the host is inside the call,
- * then lets the earlier work finish; it opens the late work's gate itself
- * only if the synchronise is still blocked 3 s later. */
+ * thread enqueues 300 ms after the start, when the host is inside the call
+ * (if the host had not even set its flag by then, the try proves nothing
+ * and is made again), then lets the earlier work finish; it opens the late
+ * work's gate itself only if the synchronise is still blocked 3 s later. */
 typedef struct late_work {
     ag_device *dev;
     ag_dev_stream *s1;
     gate *early, *late;
-    atomic_int returned;
+    atomic_int entering, returned;
     ag_status launched;
-    int overwaited;
+    int overwaited, inconclusive;
 } late_work;
 
 static void nap_ms(long ms)
@@ -1617,7 +1618,10 @@ static void *late_thread(void *arg)
 {
     late_work *l = arg;
     nap_ms(300);
+    l->inconclusive = !atomic_load(&l->entering);
     l->launched = ag_dev_launch(l->dev, l->s1, gate_kernel, l->late, "late");
+    if (l->inconclusive)
+        gate_open(l->late); /* enqueued before the call: rightly waited for */
     gate_open(l->early);
     for (int k = 0; k < 300 && !atomic_load(&l->returned); k++)
         nap_ms(10);
@@ -1631,31 +1635,89 @@ static void *late_thread(void *arg)
 static void test_synchronize_earlier_work(void **state)
 {
     (void)state;
-    ag_ctx *ctx = agtest_ctx();
-    ag_device *dev = sim(ctx, 1 << 20, 0, 0);
-    ag_dev_stream *s0 = NULL, *s1 = NULL;
-    assert_int_equal(ag_dev_stream_create(dev, &s0), AG_OK); /* waited for first */
-    assert_int_equal(ag_dev_stream_create(dev, &s1), AG_OK);
-    gate early, late;
-    gate_init(&early);
-    gate_init(&late);
-    assert_int_equal(ag_dev_launch(dev, s0, gate_kernel, &early, "early"), AG_OK);
-    late_work l = {.dev = dev, .s1 = s1, .early = &early, .late = &late};
-    pthread_t th;
-    assert_int_equal(pthread_create(&th, NULL, late_thread, &l), 0);
-    assert_int_equal(ag_dev_synchronize(dev), AG_OK);
-    atomic_store(&l.returned, 1);
-    pthread_join(th, NULL);
-    assert_int_equal(l.launched, AG_OK);
-    assert_false(l.overwaited);
-    gate_open(&late);
-    assert_int_equal(ag_dev_synchronize(dev), AG_OK);
-    ag_dev_stream_destroy(dev, s0);
-    ag_dev_stream_destroy(dev, s1);
-    gate_fini(&early);
-    gate_fini(&late);
-    ag_device_destroy(dev);
-    ag_ctx_destroy(ctx);
+    for (int attempt = 0;; attempt++) {
+        assert_true(attempt < 5);
+        ag_ctx *ctx = agtest_ctx();
+        ag_device *dev = sim(ctx, 1 << 20, 0, 0);
+        ag_dev_stream *s0 = NULL, *s1 = NULL;
+        assert_int_equal(ag_dev_stream_create(dev, &s0), AG_OK); /* waited for first */
+        assert_int_equal(ag_dev_stream_create(dev, &s1), AG_OK);
+        gate early, late;
+        gate_init(&early);
+        gate_init(&late);
+        assert_int_equal(ag_dev_launch(dev, s0, gate_kernel, &early, "early"), AG_OK);
+        late_work l = {.dev = dev, .s1 = s1, .early = &early, .late = &late};
+        pthread_t th;
+        assert_int_equal(pthread_create(&th, NULL, late_thread, &l), 0);
+        atomic_store(&l.entering, 1);
+        assert_int_equal(ag_dev_synchronize(dev), AG_OK);
+        atomic_store(&l.returned, 1);
+        pthread_join(th, NULL);
+        assert_int_equal(l.launched, AG_OK);
+        assert_false(l.overwaited);
+        gate_open(&late);
+        assert_int_equal(ag_dev_synchronize(dev), AG_OK);
+        ag_dev_stream_destroy(dev, s0);
+        ag_dev_stream_destroy(dev, s1);
+        gate_fini(&early);
+        gate_fini(&late);
+        ag_device_destroy(dev);
+        ag_ctx_destroy(ctx);
+        if (!l.inconclusive)
+            break;
+    }
+}
+
+/* What a kernel enqueues while the host synchronises is covered when the
+ * kernel is: a parent kernel, enqueued before the call, launches a slow
+ * child on the same stream, on a stream of a higher id and on one of a
+ * lower id (walked before the parent's); the synchronise returns only
+ * once the child has run. */
+typedef struct child_work {
+    ag_device *dev;
+    ag_dev_stream *target;
+    atomic_int ran;
+} child_work;
+
+static ag_status slow_child(void *arg)
+{
+    nap_ms(50);
+    atomic_store(&((child_work *)arg)->ran, 1);
+    return AG_OK;
+}
+
+static ag_status parent_kernel(void *arg)
+{
+    child_work *c = arg;
+    nap_ms(20); /* the host is inside the synchronise by now, most times */
+    return ag_dev_launch(c->dev, c->target, slow_child, c, "child");
+}
+
+static void test_synchronize_kernel_children(void **state)
+{
+    (void)state;
+    for (int where = 0; where < 3; where++) {
+        ag_ctx *ctx = agtest_ctx();
+        ag_device *dev = sim(ctx, 1 << 20, 0, 0);
+        ag_dev_stream *s[2];
+        for (int k = 0; k < 2; k++)
+            assert_int_equal(ag_dev_stream_create(dev, &s[k]), AG_OK);
+        /* the parent on stream 0 (same stream, or child on 1), or on 1 (child on 0) */
+        ag_dev_stream *on = where == 2 ? s[1] : s[0];
+        child_work c = {.dev = dev, .target = where == 0 ? s[0] : where == 1 ? s[1] : s[0]};
+        assert_int_equal(ag_dev_launch(dev, on, parent_kernel, &c, "parent"), AG_OK);
+        assert_int_equal(ag_dev_synchronize(dev), AG_OK);
+        assert_true(atomic_load(&c.ran));
+        bool idle = false;
+        for (int k = 0; k < 2; k++) {
+            assert_int_equal(ag_dev_stream_query(dev, s[k], &idle), AG_OK);
+            assert_true(idle);
+        }
+        for (int k = 0; k < 2; k++)
+            ag_dev_stream_destroy(dev, s[k]);
+        ag_device_destroy(dev);
+        ag_ctx_destroy(ctx);
+    }
 }
 
 int main(void)
@@ -1686,6 +1748,7 @@ int main(void)
         cmocka_unit_test(test_deferred_fault_status),
         cmocka_unit_test(test_deferred_fault_refused_call),
         cmocka_unit_test(test_synchronize_earlier_work),
+        cmocka_unit_test(test_synchronize_kernel_children),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
