@@ -252,8 +252,8 @@ const char *ag_trace_op_name(ag_trace_op op);
  * always idle); an event is complete once the host clock has passed the
  * finish time of its stream's work before the record. */
 /* The check keeps a vector clock per stream and a slot per pair of
- * streams (n x n words each: 16 MiB at the limit); beyond it a replay with
- * the check is refused. */
+ * streams (n x n words each: 16 MiB at the limit), and n words for each
+ * pair that records; beyond the limit a replay with the check is refused. */
 #define AG_ALLOC_CHECK_MAX_STREAMS 1024u
 
 typedef struct ag_alloc_replay_opts {
