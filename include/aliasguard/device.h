@@ -361,7 +361,8 @@ ag_status ag_dev_event_record(ag_device *dev, ag_dev_event *e, ag_dev_stream *s)
 ag_status ag_dev_stream_wait_event(ag_device *dev, ag_dev_stream *s, ag_dev_event *e);
 /* *done = whether e's current point has completed (never blocks). */
 ag_status ag_dev_event_query(ag_device *dev, ag_dev_event *e, bool *done);
-/* Blocks until e's current point has completed. */
+/* Blocks until e's point at the call has completed (a record another
+ * thread makes meanwhile is not waited for). */
 ag_status ag_dev_event_synchronize(ag_device *dev, ag_dev_event *e);
 
 /* ---- capture and replay ---- */

@@ -984,7 +984,12 @@ static ag_status sim_event_synchronize(void *impl, ag_dev_event *e)
     if (on_worker(d)) {
         st = AG_ERR(d->ctx, AG_EINVAL, "device event_synchronize: called from a kernel (would never return)");
     } else {
-        while (!d->poisoned && !event_done(d, e))
+        /* the point the event stands for now: a record another thread
+         * makes meanwhile is not waited for */
+        bool recorded = e->recorded;
+        uint32_t sid = e->stream_id;
+        uint64_t seq = e->seq;
+        for (const ag_dev_stream *t; recorded && !d->poisoned && (t = stream_by_id(d, sid)) && t->done_seq < seq;)
             pthread_cond_wait(&d->cv_progress, &d->mu);
         args_reclaim(d);
         if (d->poisoned)

@@ -1603,8 +1603,9 @@ typedef struct late_work {
     ag_device *dev;
     ag_dev_stream *s1;
     gate *early, *late;
+    ag_dev_event *ev; /* the event the host waits for, recorded again behind the late work; NULL: synchronize */
     atomic_int entering, returned;
-    ag_status launched;
+    ag_status launched, recorded;
     int overwaited, inconclusive;
 } late_work;
 
@@ -1620,6 +1621,8 @@ static void *late_thread(void *arg)
     nap_ms(300);
     l->inconclusive = !atomic_load(&l->entering);
     l->launched = ag_dev_launch(l->dev, l->s1, gate_kernel, l->late, "late");
+    if (l->ev)
+        l->recorded = ag_dev_event_record(l->dev, l->ev, l->s1);
     if (l->inconclusive)
         gate_open(l->late); /* enqueued before the call: rightly waited for */
     gate_open(l->early);
@@ -1632,40 +1635,48 @@ static void *late_thread(void *arg)
     return NULL;
 }
 
+/* The same for event_synchronize: it waits for the point the event stood
+ * for at the call, not for a record another thread makes meanwhile. */
 static void test_synchronize_earlier_work(void **state)
 {
     (void)state;
-    for (int attempt = 0;; attempt++) {
-        assert_true(attempt < 5);
-        ag_ctx *ctx = agtest_ctx();
-        ag_device *dev = sim(ctx, 1 << 20, 0, 0);
-        ag_dev_stream *s0 = NULL, *s1 = NULL;
-        assert_int_equal(ag_dev_stream_create(dev, &s0), AG_OK); /* waited for first */
-        assert_int_equal(ag_dev_stream_create(dev, &s1), AG_OK);
-        gate early, late;
-        gate_init(&early);
-        gate_init(&late);
-        assert_int_equal(ag_dev_launch(dev, s0, gate_kernel, &early, "early"), AG_OK);
-        late_work l = {.dev = dev, .s1 = s1, .early = &early, .late = &late};
-        pthread_t th;
-        assert_int_equal(pthread_create(&th, NULL, late_thread, &l), 0);
-        atomic_store(&l.entering, 1);
-        assert_int_equal(ag_dev_synchronize(dev), AG_OK);
-        atomic_store(&l.returned, 1);
-        pthread_join(th, NULL);
-        assert_int_equal(l.launched, AG_OK);
-        assert_false(l.overwaited);
-        gate_open(&late);
-        assert_int_equal(ag_dev_synchronize(dev), AG_OK);
-        ag_dev_stream_destroy(dev, s0);
-        ag_dev_stream_destroy(dev, s1);
-        gate_fini(&early);
-        gate_fini(&late);
-        ag_device_destroy(dev);
-        ag_ctx_destroy(ctx);
-        if (!l.inconclusive)
-            break;
-    }
+    for (int event = 0; event < 2; event++)
+        for (int attempt = 0;; attempt++) {
+            assert_true(attempt < 5);
+            ag_ctx *ctx = agtest_ctx();
+            ag_device *dev = sim(ctx, 1 << 20, 0, 0);
+            ag_dev_stream *s0 = NULL, *s1 = NULL;
+            assert_int_equal(ag_dev_stream_create(dev, &s0), AG_OK); /* waited for first */
+            assert_int_equal(ag_dev_stream_create(dev, &s1), AG_OK);
+            ag_dev_event *ev = NULL;
+            assert_int_equal(ag_dev_event_create(dev, &ev), AG_OK);
+            gate early, late;
+            gate_init(&early);
+            gate_init(&late);
+            assert_int_equal(ag_dev_launch(dev, s0, gate_kernel, &early, "early"), AG_OK);
+            assert_int_equal(ag_dev_event_record(dev, ev, s0), AG_OK);
+            late_work l = {.dev = dev, .s1 = s1, .early = &early, .late = &late, .ev = event ? ev : NULL};
+            pthread_t th;
+            assert_int_equal(pthread_create(&th, NULL, late_thread, &l), 0);
+            atomic_store(&l.entering, 1);
+            assert_int_equal(event ? ag_dev_event_synchronize(dev, ev) : ag_dev_synchronize(dev), AG_OK);
+            atomic_store(&l.returned, 1);
+            pthread_join(th, NULL);
+            assert_int_equal(l.launched, AG_OK);
+            assert_int_equal(l.recorded, AG_OK);
+            assert_false(l.overwaited);
+            gate_open(&late);
+            assert_int_equal(ag_dev_synchronize(dev), AG_OK);
+            ag_dev_event_destroy(dev, ev);
+            ag_dev_stream_destroy(dev, s0);
+            ag_dev_stream_destroy(dev, s1);
+            gate_fini(&early);
+            gate_fini(&late);
+            ag_device_destroy(dev);
+            ag_ctx_destroy(ctx);
+            if (!l.inconclusive)
+                break;
+        }
 }
 
 /* What a kernel enqueues while the host synchronises is covered when the
