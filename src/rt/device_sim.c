@@ -918,12 +918,15 @@ static ag_status sim_event_record(void *impl, ag_dev_event *e, ag_dev_stream *s)
 /* Enqueues on s a wait for e's current point (lock held, s not capturing). */
 static ag_status wait_event_now(sim *d, ag_dev_stream *s, const ag_dev_event *e)
 {
-    d->st.waits++;
     /* Same stream, unrecorded, or already complete: FIFO order suffices. */
-    if (!e->recorded || e->stream_id == s->id || event_done(d, e))
+    if (!e->recorded || e->stream_id == s->id || event_done(d, e)) {
+        d->st.waits++;
         return AG_OK;
+    }
     sim_op op = {.kind = OP_WAIT, .wait_stream = e->stream_id, .wait_seq = e->seq};
-    return submit(d, s, &op);
+    ag_status st = submit(d, s, &op);
+    d->st.waits += st == AG_OK; /* (a refused wait is not one) */
+    return st;
 }
 
 static ag_status sim_stream_wait_event(void *impl, ag_dev_stream *s, ag_dev_event *e)

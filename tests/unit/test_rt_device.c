@@ -1679,6 +1679,55 @@ static void test_synchronize_earlier_work(void **state)
         }
 }
 
+/* A stream wait the host cannot queue (no host memory to grow the queue)
+ * is refused and not counted in the device's waits. */
+static void test_wait_refused_uncounted(void **state)
+{
+    (void)state;
+    ag_testalloc ta;
+    ag_ctx *ctx = agtest_ctx_counted(&ta);
+    ag_device *dev = sim(ctx, 1 << 20, 0, 0);
+    ag_dev_stream *s0 = NULL, *s1 = NULL;
+    assert_int_equal(ag_dev_stream_create(dev, &s0), AG_OK);
+    assert_int_equal(ag_dev_stream_create(dev, &s1), AG_OK);
+    ag_dev_event *e = NULL;
+    assert_int_equal(ag_dev_event_create(dev, &e), AG_OK);
+    gate g0, g1;
+    gate_init(&g0);
+    gate_init(&g1);
+    assert_int_equal(ag_dev_launch(dev, s0, gate_kernel, &g0, "busy"), AG_OK);
+    assert_int_equal(ag_dev_event_record(dev, e, s0), AG_OK); /* not complete */
+    /* stream 1's queue full: its first kernel runs (holding nothing), the
+     * rest wait behind it */
+    assert_int_equal(ag_dev_launch(dev, s1, gate_kernel, &g1, "busy"), AG_OK);
+    gate_wait_entered(&g1);
+    int count = 0;
+    for (uint32_t k = 0; k < 16; k++)
+        assert_int_equal(ag_dev_launch(dev, s1, incr_kernel, &count, "incr"), AG_OK);
+    ag_dev_stats before = {.size = sizeof before}, after = {.size = sizeof after};
+    ag_dev_stats_get(dev, &before);
+    ta.fail_at = ta.calls + 1u;
+    ag_status st = ag_dev_stream_wait_event(dev, s1, e);
+    ta.fail_at = 0;
+    ag_dev_stats_get(dev, &after);
+    assert_int_equal(ta.nfail, 1); /* the queue's growth */
+    assert_int_equal(st, AG_ENOMEM);
+    assert_int_equal(after.waits, before.waits);
+    assert_int_equal(ag_dev_stream_wait_event(dev, s1, e), AG_OK);
+    gate_open(&g0);
+    gate_open(&g1);
+    assert_int_equal(ag_dev_synchronize(dev), AG_OK);
+    assert_int_equal(count, 16);
+    ag_dev_event_destroy(dev, e);
+    ag_dev_stream_destroy(dev, s0);
+    ag_dev_stream_destroy(dev, s1);
+    gate_fini(&g0);
+    gate_fini(&g1);
+    ag_device_destroy(dev);
+    ag_ctx_destroy(ctx);
+    assert_int_equal(ta.live_blocks, 0);
+}
+
 /* What a kernel enqueues while the host synchronises is covered when the
  * kernel is: a parent kernel, enqueued before the call, launches a slow
  * child on the same stream, on a stream of a higher id and on one of a
@@ -1760,6 +1809,7 @@ int main(void)
         cmocka_unit_test(test_deferred_fault_refused_call),
         cmocka_unit_test(test_synchronize_earlier_work),
         cmocka_unit_test(test_synchronize_kernel_children),
+        cmocka_unit_test(test_wait_refused_uncounted),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
