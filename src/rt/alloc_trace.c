@@ -311,6 +311,14 @@ static uint64_t hb_mark(void *ud, uint32_t stream)
     return r->mark_base + at / n + 1u;
 }
 
+/* Stream row c learns what clock m knows. */
+static void clock_merge(uint64_t *c, const uint64_t *m, size_t n)
+{
+    for (size_t u = 0; u < n; u++)
+        if (m[u] > c[u])
+            c[u] = m[u];
+}
+
 static void hb_join(void *ud, uint32_t stream, uint64_t mark)
 {
     replay *r = ud;
@@ -320,10 +328,7 @@ static void hb_join(void *ud, uint32_t stream, uint64_t mark)
     ag_assert(mark > r->mark_base); /* a mark still held is never dropped */
     const uint64_t *m = (const uint64_t *)r->marks.data + (mark - 1u - r->mark_base) * n;
     for (uint32_t s = stream == UINT32_MAX ? 0 : stream; s < n; s++) {
-        uint64_t *c = r->clock + s * n;
-        for (size_t u = 0; u < n; u++)
-            if (m[u] > c[u])
-                c[u] = m[u];
+        clock_merge(r->clock + s * n, m, n);
         if (stream != UINT32_MAX)
             break;
     }
@@ -457,7 +462,7 @@ static ag_status run_op(replay *r, const trace_op *op)
         if (r->check) {
             r->pos[op->s1]++;
             r->clock[op->s1 * n + op->s1] = r->pos[op->s1];
-            r->uses[op->id].len = 0;
+            ag_assert(r->uses[op->id].len == 0); /* moved to the retired memory at its last free */
             check_handout(r, op->id, op->s1);
             AG_TRY(note_use(r, op->id, op->s1));
         }
@@ -508,13 +513,8 @@ static ag_status run_op(replay *r, const trace_op *op)
     }
     case AG_TOP_WAIT:
         AG_TRY(ag_alloc_wait(r->a, op->s1, op->s2));
-        if (r->check && r->evclock[op->s2 * n + op->s1]) { /* (none: no record yet) */
-            const uint64_t *ev = r->evclock[op->s2 * n + op->s1];
-            uint64_t *c = r->clock + op->s1 * n;
-            for (size_t u = 0; u < n; u++)
-                if (ev[u] > c[u])
-                    c[u] = ev[u];
-        }
+        if (r->check && r->evclock[op->s2 * n + op->s1]) /* (none: no record yet) */
+            clock_merge(r->clock + op->s1 * n, r->evclock[op->s2 * n + op->s1], n);
         return AG_OK;
     case AG_TOP_SYNC:
         AG_TRY(ag_alloc_sync(r->a, AG_SYNC_LAST));

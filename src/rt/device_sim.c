@@ -989,10 +989,8 @@ static ag_status sim_event_synchronize(void *impl, ag_dev_event *e)
     } else {
         /* the point the event stands for now: a record another thread
          * makes meanwhile is not waited for */
-        bool recorded = e->recorded;
-        uint32_t sid = e->stream_id;
-        uint64_t seq = e->seq;
-        for (const ag_dev_stream *t; recorded && !d->poisoned && (t = stream_by_id(d, sid)) && t->done_seq < seq;)
+        const ag_dev_event at = *e;
+        while (!d->poisoned && !event_done(d, &at))
             pthread_cond_wait(&d->cv_progress, &d->mu);
         args_reclaim(d);
         if (d->poisoned)
