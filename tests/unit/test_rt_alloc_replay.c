@@ -1,0 +1,237 @@
+/* Unit tests of trace replay: parse errors naming the line, a replay in
+ * both modes under the reuse checker, the checker finding an unordered
+ * reuse at 3, 256 and 1,024 streams, its marks staying bounded, and the
+ * timed device's refusals and failures. */
+#include "support/agtest.h"
+#include "support/rt/alloc_fix.h"
+
+/* The timed device answers a query from its model when the model says
+ * busy, yet still refuses what the seam says it refuses: a query of a
+ * capturing stream, and any query once the device is poisoned. */
+static void test_timed_refuses(void **state)
+{
+    (void)state;
+    ag_ctx *ctx = agtest_ctx();
+    ag_device *sim = NULL, *dev = NULL;
+    ag_timed *t = NULL;
+    assert_int_equal(ag_device_sim_create(ctx, NULL, &sim), AG_OK);
+    assert_int_equal(ag_timed_wrap(sim, 10, &t, &dev), AG_OK);
+    ag_dev_stream *s = NULL;
+    ag_dev_event *e = NULL;
+    assert_int_equal(ag_dev_stream_create(dev, &s), AG_OK);
+    assert_int_equal(ag_dev_event_create(dev, &e), AG_OK);
+    ag_timed_kernel(t, s); /* busy for 10 ticks in the model */
+    assert_int_equal(ag_dev_event_record(dev, e, s), AG_OK);
+    bool idle = true, done = true;
+    assert_int_equal(ag_dev_stream_query(dev, s, &idle), AG_OK);
+    assert_false(idle);
+    assert_int_equal(ag_dev_event_query(dev, e, &done), AG_OK);
+    assert_false(done);
+    assert_int_equal(ag_dev_capture_begin(dev, s), AG_OK);
+    assert_int_equal(ag_dev_stream_query(dev, s, &idle), AG_EINVAL);
+    assert_true(agtest_errmsg_has(ctx, "is capturing"));
+    ag_dev_graph *g = NULL;
+    assert_int_equal(ag_dev_capture_end(dev, s, &g), AG_OK);
+    ag_dev_graph_destroy(dev, g);
+    assert_int_equal(ag_dev_stream_query(dev, s, &idle), AG_OK);
+    ag_dev_poison(dev, "a test fault");
+    assert_int_equal(ag_dev_stream_query(dev, s, &idle), AG_EDEVICE);
+    assert_int_equal(ag_dev_event_query(dev, e, &done), AG_EDEVICE);
+    assert_true(agtest_errmsg_has(ctx, "a test fault"));
+    ag_dev_event_destroy(dev, e);
+    ag_dev_stream_destroy(dev, s);
+    ag_device_destroy(dev);
+    ag_device_destroy(sim);
+    ag_ctx_destroy(ctx);
+}
+
+/* The timed device passes on an inner event_query failure where its model
+ * says the event is complete (as its stream_query does). */
+static void test_timed_query_failure(void **state)
+{
+    (void)state;
+    ag_ctx *ctx = agtest_ctx();
+    ag_device *sim = NULL, *fw = NULL, *dev = NULL;
+    ag_timed *t = NULL;
+    assert_int_equal(ag_device_sim_create(ctx, NULL, &sim), AG_OK);
+    ag_dev_fault fl;
+    ag_dev_fault_init(&fl, AG_DEV_ENTRY_BIT(AG_DEV_E_EVENT_QUERY), 1, 0, AG_FAULT_RETURN);
+    assert_int_equal(ag_device_fault_wrap(ctx, sim, &fl, &fw), AG_OK);
+    assert_int_equal(ag_timed_wrap(fw, 10, &t, &dev), AG_OK);
+    ag_dev_stream *s = NULL;
+    ag_dev_event *e = NULL;
+    assert_int_equal(ag_dev_stream_create(dev, &s), AG_OK);
+    assert_int_equal(ag_dev_event_create(dev, &e), AG_OK);
+    assert_int_equal(ag_dev_event_record(dev, e, s), AG_OK);
+    bool done = false;
+    assert_int_equal(ag_dev_event_query(dev, e, &done), AG_EDEVICE);
+    assert_errmsg(ctx, "event_query: injected fault");
+    assert_int_equal(fl.nfail, 1);
+    assert_int_equal(ag_dev_event_query(dev, e, &done), AG_OK); /* the next one answers */
+    assert_true(done);
+    ag_dev_event_destroy(dev, e);
+    ag_dev_stream_destroy(dev, s);
+    ag_device_destroy(dev);
+    ag_device_destroy(fw);
+    ag_device_destroy(sim);
+    ag_ctx_destroy(ctx);
+}
+
+static void test_trace_parse_errors(void **state)
+{
+    (void)state;
+    ag_ctx *ctx = agtest_ctx();
+    ag_alloc_trace *t = NULL;
+    struct {
+        const char *text, *msg;
+    } bad[] = {
+        {"alloc a 10 0\nfrob\n", "t:2: unknown operation 'frob'"},
+        {"streams 2\nalloc a 10 2\n", "t:2: stream 2 out of range"},
+        {"free q 0\n", "t:1: block 'q' was never allocated"},
+        {"alloc a 0 0\n", "t:1: 'alloc' needs a size"},
+        {"alloc a 10 0 9\n", "t:1: unexpected text"},
+        {"record 1 1\n", "t:1: a stream cannot record"},
+        {"alloc a 10 0\nstreams 3\n", "t:2: 'streams' must come before"},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        assert_int_equal(ag_alloc_trace_parse(ctx, "t", bad[k].text, strlen(bad[k].text), &t), AG_EPARSE);
+        assert_errmsg(ctx, bad[k].msg);
+    }
+    assert_int_equal(ag_alloc_trace_parse(ctx, "t", trace_text, strlen(trace_text), &t), AG_OK);
+    assert_int_equal(ag_alloc_trace_streams(t), 2);
+    assert_int_equal(ag_alloc_trace_ops(t), 13);
+    ag_alloc_trace_destroy(t);
+    ag_ctx_destroy(ctx);
+}
+
+static void test_trace_replay(void **state)
+{
+    (void)state;
+    ag_ctx *ctx = agtest_ctx();
+    ag_device *dev = NULL;
+    assert_int_equal(ag_device_sim_create(ctx, NULL, &dev), AG_OK);
+    ag_alloc_trace *t = NULL;
+    assert_int_equal(ag_alloc_trace_parse(ctx, "t", trace_text, strlen(trace_text), &t), AG_OK);
+    for (int mode = 0; mode < 2; mode++) {
+        ag_alloc_replay_result r;
+        assert_int_equal(replay_in(ctx, dev, t, (ag_alloc_mode)mode, 0, &r), AG_OK);
+        assert_int_equal(r.violations, 0);
+        assert_int_equal(r.count[AG_TOP_ALLOC], 3);
+        assert_int_equal(r.count[AG_TOP_SYNC], 2);
+        assert_int_equal(r.stats.peak_allocated, 4096 + 1024); /* z reuses x's place in time */
+        assert_int_equal(r.stats.allocated, 0);
+        /* at least the region's allocation and the final synchronise */
+        assert_true(r.device_calls >= 2);
+        if (mode == AG_ALLOC_MULTI)
+            assert_int_equal(r.stats.borrow_recycles + r.stats.birth_recycles, 3);
+    }
+    ag_alloc_trace_destroy(t);
+    close_empty(ctx, dev);
+}
+
+/* The checker finds a reuse the trace does not order, at every stream
+ * count it supports (one word of clock per stream, beyond 64 as below):
+ * host memory is recycled at its last free without any event (the host
+ * vouches for the streams' work), so stream 0 gets the memory stream k
+ * used with nothing ordering k's use before it; a record and a wait order
+ * it.  On device memory the allocator itself orders the reuse. */
+static void test_check_finds_reuse(void **state)
+{
+    (void)state;
+    ag_ctx *ctx = agtest_ctx();
+    ag_device *dev = NULL;
+    assert_int_equal(ag_device_sim_create(ctx, NULL, &dev), AG_OK);
+    const uint32_t counts[] = {3, 256, AG_ALLOC_CHECK_MAX_STREAMS};
+    for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
+        uint32_t n = counts[i], k = n - 2u;
+        for (int ordered = 0; ordered < 2; ordered++) {
+            char text[256];
+            int len = snprintf(text, sizeof text, "streams %u\nalloc a 4096 0\nuse a %u\nfree a %u\n", n, k, k);
+            if (ordered)
+                len += snprintf(text + len, sizeof text - (size_t)len, "record %u 0\nwait 0 %u\n", k, k);
+            snprintf(text + len, sizeof text - (size_t)len, "free a 0\nalloc b 4096 0\nfree b 0\n");
+            ag_alloc_trace *t = NULL;
+            assert_int_equal(ag_alloc_trace_parse(ctx, "t", text, strlen(text), &t), AG_OK);
+            for (int mode = 0; mode < 2; mode++)
+                for (int host = 0; host < 2; host++) {
+                    ag_alloc_config c;
+                    ag_alloc_config_default(&c);
+                    c.mode = (ag_alloc_mode)mode;
+                    c.mem_type = host ? AG_MEM_HOST : AG_MEM_HBM;
+                    ag_alloc_replay_result r = {.size = sizeof r};
+                    ag_alloc_replay_opts o = {.size = sizeof o, .check = true, .kernel_ticks = 4};
+                    assert_int_equal(ag_alloc_replay(ctx, dev, t, &c, &o, &r), AG_OK);
+                    assert_int_equal(r.violations, host && !ordered ? 1 : 0);
+                    assert_int_equal(r.stats.peak_allocated, 4096);
+                }
+            ag_alloc_trace_destroy(t);
+        }
+    }
+    /* one more stream than the check holds: refused, the limit named */
+    char text[64];
+    snprintf(text, sizeof text, "streams %u\nalloc a 16 0\nfree a 0\n", AG_ALLOC_CHECK_MAX_STREAMS + 1u);
+    ag_alloc_trace *t = NULL;
+    assert_int_equal(ag_alloc_trace_parse(ctx, "t", text, strlen(text), &t), AG_OK);
+    ag_alloc_replay_result r = {.size = sizeof r};
+    ag_alloc_replay_opts o = {.size = sizeof o, .check = true};
+    assert_int_equal(ag_alloc_replay(ctx, dev, t, NULL, &o, &r), AG_EINVAL);
+    assert_errmsg(ctx, "t: replay check: at most 1024 streams, the replay has 1025");
+    ag_alloc_trace_destroy(t);
+    close_empty(ctx, dev);
+}
+
+/* The checker's happens-before marks live as long as a deferred free
+ * holds one: host memory stays flat over many runs of a trace, both where
+ * the deferred frees all complete now and then (the first trace, with a
+ * sync) and where one always stays pending while the older ones complete
+ * (the second, in the baseline with kernels of 4 ticks: the queue never
+ * empties, so the marks and the queue must be trimmed from the front). */
+static const char marks_sync_text[] = "streams 64\nalloc a 100 0\nuse a 1\nfree a 0\nfree a 1\nrecord 1 0\nwait 0 1\nsync\n";
+
+static const char marks_pending_text[] = "streams 64\nalloc a 4096 0\nuse a 1\nfree a 1\nfree a 0\n";
+
+static uint64_t check_peak(const char *text, ag_alloc_mode mode, uint32_t ticks, uint32_t runs)
+{
+    ag_testalloc ta;
+    ag_ctx *ctx = agtest_ctx_counted(&ta);
+    ag_device *dev = NULL;
+    assert_int_equal(ag_device_sim_create(ctx, NULL, &dev), AG_OK);
+    ag_alloc_trace *t = NULL;
+    assert_int_equal(ag_alloc_trace_parse(ctx, "marks", text, strlen(text), &t), AG_OK);
+    ag_alloc_config c;
+    ag_alloc_config_default(&c);
+    c.mode = mode;
+    ag_alloc_replay_opts o = {.size = sizeof o, .check = true, .kernel_ticks = ticks, .runs = runs};
+    ag_alloc_replay_result r = {.size = sizeof r};
+    assert_int_equal(ag_alloc_replay(ctx, dev, t, &c, &o, &r), AG_OK);
+    assert_int_equal(r.violations, 0);
+    ag_alloc_trace_destroy(t);
+    ag_device_destroy(dev);
+    ag_ctx_destroy(ctx);
+    assert_int_equal(ta.live_blocks, 0);
+    return ta.peak_bytes;
+}
+
+static void test_check_marks_bounded(void **state)
+{
+    (void)state;
+    uint64_t few = check_peak(marks_sync_text, AG_ALLOC_MULTI, 0, 10);
+    uint64_t many = check_peak(marks_sync_text, AG_ALLOC_MULTI, 0, 400);
+    assert_true(many <= few + 4096u);
+    few = check_peak(marks_pending_text, AG_ALLOC_BASELINE, 4, 100);
+    many = check_peak(marks_pending_text, AG_ALLOC_BASELINE, 4, 4000);
+    assert_true(many <= few + 8192u);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_timed_refuses),
+        cmocka_unit_test(test_timed_query_failure),
+        cmocka_unit_test(test_trace_parse_errors),
+        cmocka_unit_test(test_trace_replay),
+        cmocka_unit_test(test_check_finds_reuse),
+        cmocka_unit_test(test_check_marks_bounded),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
