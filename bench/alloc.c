@@ -444,13 +444,18 @@ static int compare(const char *path, uint32_t ticks, uint32_t runs)
     pin_host_heap();
     ag_ctx *ctx = ag_ctx_create(NULL);
     size_t len = 0;
-    char *text = slurp(path, &len);
-    if (!text)
-        return die(path, NULL);
+    int rc = 2;
     ag_alloc_trace *t = NULL;
     ag_device *dev = NULL;
-    if (ag_alloc_trace_parse(ctx, path, text, (size_t)len, &t) || ag_device_sim_create(ctx, NULL, &dev))
-        return die("compare", ctx); /* the message names the file and line */
+    char *text = slurp(path, &len);
+    if (!text) {
+        rc = die(path, NULL);
+        goto out;
+    }
+    if (ag_alloc_trace_parse(ctx, path, text, (size_t)len, &t) || ag_device_sim_create(ctx, NULL, &dev)) {
+        rc = die("compare", ctx); /* the message names the file and line */
+        goto out;
+    }
     ag_alloc_replay_result best[2];
     /* Peak reserved can differ by a region between replays: best fit
      * breaks ties by address, and the device's addresses come from the
@@ -474,8 +479,10 @@ static int compare(const char *path, uint32_t ticks, uint32_t runs)
             c.mode = (ag_alloc_mode)m;
             ag_alloc_replay_result r = {.size = sizeof r};
             ag_alloc_replay_opts o = {.size = sizeof o, .kernel_ticks = ticks, .runs = runs};
-            if (ag_alloc_replay(ctx, dev, t, &c, &o, &r))
-                return die(path, ctx);
+            if (ag_alloc_replay(ctx, dev, t, &c, &o, &r)) {
+                rc = die("compare", ctx); /* as above */
+                goto out;
+            }
             spent[m] += r.total_seconds;
             if (rep == 0 || r.total_seconds < best[m].total_seconds)
                 best[m] = r;
@@ -502,11 +509,13 @@ static int compare(const char *path, uint32_t ticks, uint32_t runs)
            tb > 0 ? tm / tb : 1.0,
            (unsigned long long)best[0].device_ticks, (unsigned long long)best[1].device_ticks,
            (unsigned long long)best[0].device_calls, (unsigned long long)best[1].device_calls);
+    rc = 0;
+out:
     ag_alloc_trace_destroy(t);
     ag_device_destroy(dev);
     free(text);
     ag_ctx_destroy(ctx);
-    return 0;
+    return rc;
 }
 
 /* A decimal argument from lo to hi, whole; 0 when it is not one. */
@@ -524,7 +533,7 @@ static int arg_u64(const char *what, const char *text, uint64_t lo, uint64_t hi,
     return 1;
 }
 
-int main(int argc, char **argv)
+static int run(int argc, char **argv)
 {
     uint64_t a = 0, b = 0, c = 0;
     if (argc >= 2 && argc <= 3 && strcmp(argv[1], "pair") == 0) {
@@ -553,4 +562,15 @@ int main(int argc, char **argv)
     }
     fprintf(stderr, "usage: alloc pair [N] | synth SEED OPS STREAMS | model FILE.onnx STREAMS [--input-shape=..] [--input-value=..] | compare TRACE [TICKS [RUNS]]\n");
     return 2;
+}
+
+int main(int argc, char **argv)
+{
+    int rc = run(argc, argv);
+    /* a trace or a figure that never reached its file is a failure */
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "alloc bench: writing standard output failed: %s\n", strerror(errno));
+        rc = 2;
+    }
+    return rc;
 }

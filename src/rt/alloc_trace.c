@@ -15,7 +15,7 @@ typedef struct trace_op {
     uint8_t kind;
     uint32_t id; /* alloc/use/free: index of the ID */
     uint32_t s1, s2;
-    uint32_t line; /* in the trace's text, for the replay's errors */
+    uint64_t line; /* in the trace's text, for the replay's errors */
     uint64_t size;
 } trace_op;
 
@@ -80,6 +80,10 @@ static const char *word(const char **p, const char *end, size_t *len)
 static bool parse_u64(const char *s, size_t len, uint64_t *out)
 {
     uint64_t v = 0;
+    while (len > 1 && *s == '0') { /* leading zeros: the value counts, not its spelling */
+        s++;
+        len--;
+    }
     if (len == 0 || len > 20)
         return false;
     for (size_t k = 0; k < len; k++) {
@@ -98,13 +102,30 @@ typedef struct parser {
     ag_alloc_trace *t;
     ag_strmap ids;
     const char *name;
-    uint32_t line;
+    uint64_t line;
     bool have_streams;
 } parser;
 
+/* An ID as errors show it: at most 64 characters, so that the message's
+ * reason is never cut off behind a long one. */
+typedef struct id_text {
+    char s[72];
+} id_text;
+
+static id_text id_show(const char *id)
+{
+    id_text t;
+    size_t n = strlen(id);
+    if (n <= 64)
+        snprintf(t.s, sizeof t.s, "%s", id);
+    else
+        snprintf(t.s, sizeof t.s, "%.61s...", id);
+    return t;
+}
+
 static ag_status perr(parser *ps, const char *what)
 {
-    return AG_ERR(ps->t->ctx, AG_EPARSE, "%s:%u: %s", ps->name, ps->line, what);
+    return AG_ERR(ps->t->ctx, AG_EPARSE, "%s:%llu: %s", ps->name, (unsigned long long)ps->line, what);
 }
 
 static ag_status get_stream(parser *ps, const char **p, const char *end, uint32_t *out)
@@ -113,10 +134,12 @@ static ag_status get_stream(parser *ps, const char **p, const char *end, uint32_
     const char *w = word(p, end, &len);
     uint64_t v;
     if (!w || !parse_u64(w, len, &v) || v >= AG_ALLOC_MAX_STREAMS)
-        return AG_ERR(ps->t->ctx, AG_EPARSE, "%s:%u: expected a stream number below %u", ps->name, ps->line,
+        return AG_ERR(ps->t->ctx, AG_EPARSE, "%s:%llu: expected a stream number below %u", ps->name,
+                      (unsigned long long)ps->line,
                       AG_ALLOC_MAX_STREAMS);
     if (ps->have_streams && v >= ps->t->nstreams)
-        return AG_ERR(ps->t->ctx, AG_EPARSE, "%s:%u: stream %llu out of range (streams %u)", ps->name, ps->line,
+        return AG_ERR(ps->t->ctx, AG_EPARSE, "%s:%llu: stream %llu out of range (streams %u)", ps->name,
+                      (unsigned long long)ps->line,
                       (unsigned long long)v, ps->t->nstreams);
     if (!ps->have_streams && v + 1u > ps->t->nstreams)
         ps->t->nstreams = (uint32_t)v + 1u;
@@ -139,7 +162,8 @@ static ag_status get_id(parser *ps, const char **p, const char *end, bool create
         return AG_OK;
     }
     if (!create)
-        return AG_ERR(ps->t->ctx, AG_EPARSE, "%s:%u: block '%s' was never allocated", ps->name, ps->line, key);
+        return AG_ERR(ps->t->ctx, AG_EPARSE, "%s:%llu: block '%s' was never allocated", ps->name,
+                      (unsigned long long)ps->line, id_show(key).s);
     AG_TRY(ag_strmap_put(ps->t->ctx, &ps->ids, key, ps->t->nids) == AG_OK ? AG_OK : AG_OOM(ps->t->ctx));
     AG_TRY(ag_vec_push(ps->t->ctx, &ps->t->ids, sizeof key, &key) == AG_OK ? AG_OK : AG_OOM(ps->t->ctx));
     *out = ps->t->nids++;
@@ -187,8 +211,8 @@ static ag_status parse_line(parser *ps, const char *p, const char *end)
         char buf[40];
         snprintf(buf, sizeof buf, "%.*s", (int)(len < 32 ? len : 32), w);
         return AG_ERR(ps->t->ctx, AG_EPARSE,
-                      "%s:%u: unknown operation '%s' (expected streams, alloc, use, free, record, wait, sync)",
-                      ps->name, ps->line, buf);
+                      "%s:%llu: unknown operation '%s' (expected streams, alloc, use, free, record, wait, sync)",
+                      ps->name, (unsigned long long)ps->line, buf);
     }
 #undef IS
     if (ag_vec_push(ps->t->ctx, &ps->t->ops, sizeof op, &op) != AG_OK)
@@ -432,19 +456,36 @@ static ag_status note_use(replay *r, uint32_t id, uint32_t s)
 }
 
 /* The ID of a trace's block, for errors. */
-static const char *id_name(const ag_alloc_trace *t, uint32_t id)
+static id_text id_name(const ag_alloc_trace *t, uint32_t id)
 {
-    return ((const char *const *)t->ids.data)[id];
+    return id_show(((const char *const *)t->ids.data)[id]);
+}
+
+/* The message of the failure st: the context's, or the status's name. */
+typedef struct fail_text {
+    char s[512];
+} fail_text;
+
+static fail_text fail_msg(ag_ctx *ctx, ag_status st)
+{
+    fail_text t;
+    const char *m = ag_ctx_last_status(ctx) == st ? ag_ctx_errmsg(ctx) : NULL;
+    snprintf(t.s, sizeof t.s, "%s", m && *m ? m : ag_status_str(st));
+    return t;
 }
 
 /* A failure at op (the replay's own checks or the allocator's): its
  * message, with the place in the trace in front. */
 static ag_status at_op(replay *r, const trace_op *op, ag_status st)
 {
-    char msg[512];
-    const char *m = ag_ctx_last_status(r->ctx) == st ? ag_ctx_errmsg(r->ctx) : NULL;
-    snprintf(msg, sizeof msg, "%s", m && *m ? m : ag_status_str(st));
-    return AG_ERR(r->ctx, st, "%s:%u: %s", r->t->name, op->line, msg);
+    return AG_ERR(r->ctx, st, "%s:%llu: %s", r->t->name, (unsigned long long)op->line, fail_msg(r->ctx, st).s);
+}
+
+/* A use or free the allocator refused: its message, with the block named
+ * (the allocator knows blocks, not the trace's IDs). */
+static ag_status blk_fail(replay *r, const trace_op *op, ag_status st)
+{
+    return AG_ERR(r->ctx, st, "block '%s': %s", id_name(r->t, op->id).s, fail_msg(r->ctx, st).s);
 }
 
 static ag_status run_op(replay *r, const trace_op *op)
@@ -454,7 +495,7 @@ static ag_status run_op(replay *r, const trace_op *op)
     switch (op->kind) {
     case AG_TOP_ALLOC:
         if (r->blk[op->id])
-            return AG_ERR(ctx, AG_EINVAL, "block '%s' allocated again before its last free", id_name(r->t, op->id));
+            return AG_ERR(ctx, AG_EINVAL, "block '%s' allocated again before its last free", id_name(r->t, op->id).s);
         AG_TRY(ag_alloc_malloc(r->a, op->s1, op->size, &r->blk[op->id]));
         r->live++;
         ag_timed_kernel(r->timed, r->streams[op->s1]); /* the producer */
@@ -472,14 +513,16 @@ static ag_status run_op(replay *r, const trace_op *op)
         ag_block *b = r->blk[op->id];
         if (!b)
             return AG_ERR(ctx, AG_EINVAL, "block '%s' is not live: every stream that used it has freed it",
-                          id_name(r->t, op->id));
+                          id_name(r->t, op->id).s);
         if (r->check) {
             r->pos[op->s1]++;
             r->clock[op->s1 * n + op->s1] = r->pos[op->s1];
             AG_TRY(note_use(r, op->id, op->s1));
         }
         if (op->kind == AG_TOP_USE) {
-            AG_TRY(ag_alloc_access(r->a, b, op->s1));
+            ag_status st = ag_alloc_access(r->a, b, op->s1);
+            if (st != AG_OK)
+                return blk_fail(r, op, st);
             ag_timed_kernel(r->timed, r->streams[op->s1]); /* a consumer */
             r->users[op->id]++;
             return AG_OK;
@@ -492,7 +535,7 @@ static ag_status run_op(replay *r, const trace_op *op)
         if (st != AG_OK) {
             if (r->check && last)
                 unretire(r, op->id);
-            return st;
+            return blk_fail(r, op, st);
         }
         if (--r->users[op->id] == 0) {
             r->blk[op->id] = NULL;
@@ -627,9 +670,9 @@ ag_status ag_alloc_replay(ag_ctx *ctx, ag_device *dev, const ag_alloc_trace *t, 
         for (uint32_t k = t->ops.len; run > 0 && r.live && k-- > 0;)
             if (ops[k].kind == AG_TOP_ALLOC && r.blk[ops[k].id]) {
                 st = AG_ERR(ctx, AG_EINVAL,
-                            "%s:%u: block '%s' is still live at the end of the trace, which %u runs replay "
+                            "%s:%llu: block '%s' is still live at the end of the trace, which %u runs replay "
                             "again: every block must be freed",
-                            t->name, ops[k].line, id_name(t, ops[k].id), runs);
+                            t->name, (unsigned long long)ops[k].line, id_name(t, ops[k].id).s, runs);
                 break;
             }
         for (uint32_t k = 0; k < t->ops.len && st == AG_OK; k++) {
