@@ -272,9 +272,16 @@ typedef struct use_at {
     uint64_t pos;
 } use_at;
 
+/* Memory freed and not handed out since: a node of a treap keyed by lo
+ * (random priorities), its ranges disjoint.  A handout carves its range
+ * out, so that a long trace keeps one node per range of memory whose last
+ * use is still to be checked, and finds the ranges it overlaps in
+ * logarithmic time. */
 typedef struct retired {
     uintptr_t lo, hi;
     ag_vec uses; /* use_at: each stream that used the memory, its last use */
+    uint32_t prio;
+    struct retired *left, *right;
 } retired;
 
 typedef struct replay {
@@ -293,8 +300,11 @@ typedef struct replay {
     uint64_t **evclock;  /* n x n: clock carried by the last record src -> dst
                           * (n words, made at the pair's first record) */
     ag_vec *uses;        /* per ID: use_at, the streams that used it so far */
-    retired *ret;
-    uint32_t nret, capret;
+    retired *ret;        /* the treap's root */
+    uint32_t nret;       /* its nodes */
+    uint32_t rng;        /* xorshift state of the priorities */
+    uintptr_t last_lo;   /* where the last retire put its node (a failed
+                          * free may leave its block object recycled) */
     uint64_t violations;
     ag_vec marks;        /* n words per mark the allocator took (hooks), from mark_base + 1 on */
     uint64_t mark_base;  /* marks dropped from the front: no deferred free held them */
@@ -390,55 +400,209 @@ static void marks_trim(replay *r)
     r->trim_at = 2u * (stored - drop) > 64u ? 2u * (stored - drop) : 64u;
 }
 
-/* The block just handed to stream s for ID id must be ordered after every
- * earlier use of any memory it overlaps. */
-static void check_handout(replay *r, uint32_t id, uint32_t s)
+/* ---- the retired memory (treap) ---- */
+
+/* *l takes the nodes of t with lo below key, *r the others. */
+static void ret_split(retired *t, uintptr_t key, retired **l, retired **r)
 {
-    ag_block *b = r->blk[id];
-    uintptr_t lo = (uintptr_t)ag_block_ptr(b), hi = lo + ag_block_size(b);
-    uint32_t k = 0;
-    while (k < r->nret) {
-        retired *e = &r->ret[k];
-        if (e->hi <= lo || e->lo >= hi) {
-            k++;
-            continue;
-        }
-        const use_at *u = e->uses.data;
-        for (uint32_t j = 0; j < e->uses.len; j++)
-            if (r->clock[(size_t)s * r->n + u[j].stream] < u[j].pos)
-                r->violations++;
-        if (lo <= e->lo && e->hi <= hi) {
-            /* wholly covered: the new owner's own history replaces it */
-            ag_vec_free(r->ctx, &e->uses, sizeof(use_at));
-            r->ret[k] = r->ret[--r->nret];
-        } else {
-            k++;
-        }
+    if (!t) {
+        *l = *r = NULL;
+    } else if (t->lo < key) {
+        ret_split(t->right, key, &t->right, r);
+        *l = t;
+    } else {
+        ret_split(t->left, key, l, &t->left);
+        *r = t;
     }
 }
 
+/* Every node of l below every node of r. */
+static retired *ret_merge(retired *l, retired *r)
+{
+    if (!l)
+        return r;
+    if (!r)
+        return l;
+    if (l->prio > r->prio) {
+        l->right = ret_merge(l->right, r);
+        return l;
+    }
+    r->left = ret_merge(l, r->left);
+    return r;
+}
+
+/* Frees a node (the caller uncounts it if it was in the treap). */
+static void ret_free(replay *r, retired *e)
+{
+    ag_vec_free(r->ctx, &e->uses, sizeof(use_at));
+    ag_free(r->ctx, e, sizeof *e);
+}
+
+static void ret_free_all(replay *r, retired *t)
+{
+    if (!t)
+        return;
+    ret_free_all(r, t->left);
+    ret_free_all(r, t->right);
+    ret_free(r, t);
+}
+
+static retired *ret_new(replay *r, uintptr_t lo, uintptr_t hi)
+{
+    retired *e = ag_alloc(r->ctx, sizeof *e);
+    if (!e)
+        return NULL;
+    memset(e, 0, sizeof *e);
+    e->lo = lo;
+    e->hi = hi;
+    r->rng ^= r->rng << 13;
+    r->rng ^= r->rng >> 17;
+    r->rng ^= r->rng << 5;
+    e->prio = r->rng;
+    return e;
+}
+
+/* The treap's shape (debug level 3): in order of lo, ranges disjoint and
+ * not empty, each priority at least its children's; the nodes counted. */
+static uint32_t ret_valid(const retired *t, uintptr_t lo, uintptr_t hi)
+{
+    if (!t)
+        return 0;
+    if (t->lo < lo || t->hi > hi || t->lo >= t->hi || (t->left && t->left->prio > t->prio) ||
+        (t->right && t->right->prio > t->prio))
+        return UINT32_MAX;
+    uint32_t a = ret_valid(t->left, lo, t->lo), b = ret_valid(t->right, t->hi, hi);
+    return a == UINT32_MAX || b == UINT32_MAX ? UINT32_MAX : a + b + 1u;
+}
+
+/* Counts the uses of e that stream s is not ordered after (s UINT32_MAX:
+ * no check). */
+static void ret_check(replay *r, const retired *e, uint32_t s)
+{
+    if (s == UINT32_MAX)
+        return;
+    const use_at *u = e->uses.data;
+    for (uint32_t j = 0; j < e->uses.len; j++)
+        if (r->clock[(size_t)s * r->n + u[j].stream] < u[j].pos)
+            r->violations++;
+}
+
+/* Visits t, the nodes that start in [lo, hi), in order: each is checked and
+ * freed, but a last one reaching past hi, which keeps its part from hi on
+ * (returned). */
+static retired *ret_drain(replay *r, retired *t, uintptr_t hi, uint32_t s)
+{
+    if (!t)
+        return NULL;
+    retired *keep = ret_drain(r, t->left, hi, s);
+    retired *right = t->right;
+    ret_check(r, t, s);
+    if (t->hi > hi) {
+        t->lo = hi;
+        t->left = t->right = NULL;
+        keep = t;
+    } else {
+        ret_free(r, t);
+        r->nret--;
+    }
+    retired *k2 = ret_drain(r, right, hi, s);
+    return k2 ? k2 : keep;
+}
+
+/* The retired memory loses [lo, hi), each node it overlapped checked for
+ * stream s first (UINT32_MAX: none).  A node reaching over both ends
+ * splits, which takes a node and a copy of its uses: made before anything
+ * changes, so that a host out of memory leaves the treap as it was. */
+static ag_status ret_carve(replay *r, uintptr_t lo, uintptr_t hi, uint32_t s)
+{
+    retired *pred = NULL; /* the node that starts last before lo */
+    for (retired *t = r->ret; t;)
+        if (t->lo < lo) {
+            pred = t;
+            t = t->right;
+        } else {
+            t = t->left;
+        }
+    retired *piece = NULL;
+    if (pred && pred->hi > hi) {
+        piece = ret_new(r, hi, pred->hi);
+        if (!piece)
+            return AG_OOM(r->ctx);
+        if (pred->uses.len && ag_vec_reserve(r->ctx, &piece->uses, sizeof(use_at), pred->uses.len) != AG_OK) {
+            ret_free(r, piece);
+            return AG_OOM(r->ctx);
+        }
+        memcpy(piece->uses.data, pred->uses.data, pred->uses.len * sizeof(use_at));
+        piece->uses.len = pred->uses.len;
+    }
+    retired *left, *mid, *right;
+    ret_split(r->ret, lo, &left, &mid);
+    ret_split(mid, hi, &mid, &right);
+    if (pred && pred->hi > lo) {
+        ret_check(r, pred, s);
+        pred->hi = lo;
+    }
+    retired *kept = ret_drain(r, mid, hi, s);
+    if (kept)
+        right = ret_merge(kept, right);
+    if (piece) {
+        right = ret_merge(piece, right);
+        r->nret++;
+    }
+    r->ret = ret_merge(left, right);
+    ag_assert_expensive(ret_valid(r->ret, 0, UINTPTR_MAX) == r->nret);
+    return AG_OK;
+}
+
+/* The block just handed to stream s for ID id must be ordered after every
+ * earlier use of any memory it overlaps; that memory is no longer retired
+ * (the new owner's own uses will stand for it). */
+static ag_status check_handout(replay *r, uint32_t id, uint32_t s)
+{
+    ag_block *b = r->blk[id];
+    uintptr_t lo = (uintptr_t)ag_block_ptr(b);
+    return ret_carve(r, lo, lo + ag_block_size(b), s);
+}
+
 /* The memory of id keeps its uses, for the blocks handed out over it
- * later; the ID starts a new list at its next alloc. */
+ * later; the ID starts a new list at its next alloc.  (The carve finds
+ * nothing: the handout took the range out, and live blocks do not
+ * overlap.) */
 static ag_status retire(replay *r, uint32_t id)
 {
-    if (r->nret == r->capret) {
-        retired *v = ag_realloc_double(r->ctx, r->ret, &r->capret, sizeof *v, 64u);
-        if (!v)
-            return AG_OOM(r->ctx);
-        r->ret = v;
+    uintptr_t lo = (uintptr_t)ag_block_ptr(r->blk[id]);
+    uintptr_t hi = lo + ag_block_size(r->blk[id]);
+    retired *e = ret_new(r, lo, hi);
+    if (!e)
+        return AG_OOM(r->ctx);
+    ag_status st = ret_carve(r, lo, hi, UINT32_MAX);
+    if (st != AG_OK) {
+        ret_free(r, e);
+        return st;
     }
-    retired *e = &r->ret[r->nret++];
-    e->lo = (uintptr_t)ag_block_ptr(r->blk[id]);
-    e->hi = e->lo + ag_block_size(r->blk[id]);
     e->uses = r->uses[id];
     memset(&r->uses[id], 0, sizeof r->uses[id]);
+    retired *left, *right;
+    ret_split(r->ret, lo, &left, &right);
+    r->ret = ret_merge(ret_merge(left, e), right);
+    r->nret++;
+    r->last_lo = lo;
     return AG_OK;
 }
 
 /* The free of id failed: its uses are its own again. */
 static void unretire(replay *r, uint32_t id)
 {
-    r->uses[id] = r->ret[--r->nret].uses;
+    uintptr_t lo = r->last_lo;
+    retired *left, *mid, *right;
+    ret_split(r->ret, lo, &left, &mid);
+    ret_split(mid, lo + 1u, &mid, &right);
+    ag_assert(mid && !mid->left && !mid->right);
+    r->uses[id] = mid->uses;
+    memset(&mid->uses, 0, sizeof mid->uses);
+    ret_free(r, mid);
+    r->nret--;
+    r->ret = ret_merge(left, right);
 }
 
 /* Stream s used id at its position now. */
@@ -504,7 +668,7 @@ static ag_status run_op(replay *r, const trace_op *op)
             r->pos[op->s1]++;
             r->clock[op->s1 * n + op->s1] = r->pos[op->s1];
             ag_assert(r->uses[op->id].len == 0); /* moved to the retired memory at its last free */
-            check_handout(r, op->id, op->s1);
+            AG_TRY(check_handout(r, op->id, op->s1));
             AG_TRY(note_use(r, op->id, op->s1));
         }
         return AG_OK;
@@ -581,9 +745,7 @@ static void replay_free(replay *r, ag_device *tdev, ag_dev_stream **streams)
         ag_free(ctx, streams, n * sizeof *streams);
     }
     ag_device_destroy(tdev);
-    for (uint32_t k = 0; k < r->nret; k++)
-        ag_vec_free(ctx, &r->ret[k].uses, sizeof(use_at));
-    ag_free(ctx, r->ret, r->capret * sizeof *r->ret);
+    ret_free_all(r, r->ret);
     ag_free(ctx, r->blk, (size_t)r->t->nids * sizeof *r->blk);
     ag_free(ctx, r->users, (size_t)r->t->nids * sizeof *r->users);
     ag_free(ctx, r->pos, n * sizeof *r->pos);
@@ -620,7 +782,7 @@ ag_status ag_alloc_replay(ag_ctx *ctx, ag_device *dev, const ag_alloc_trace *t, 
     if (o.check && c.nstreams > AG_ALLOC_CHECK_MAX_STREAMS)
         return AG_ERR(ctx, AG_EINVAL, "%s: replay check: at most %u streams, the replay has %u", t->name,
                       AG_ALLOC_CHECK_MAX_STREAMS, c.nstreams);
-    replay r = {.ctx = ctx, .dev = dev, .t = t, .n = c.nstreams, .check = o.check};
+    replay r = {.ctx = ctx, .dev = dev, .t = t, .n = c.nstreams, .check = o.check, .rng = 2463534242u};
     size_t n = r.n;
     ag_device *tdev = NULL;
     AG_TRY(ag_timed_wrap(dev, o.kernel_ticks, &r.timed, &tdev));
