@@ -330,9 +330,17 @@ static void test_entry_checks(void **state)
 static void test_free_on_failed_device(void **state)
 {
     (void)state;
-    for (int m = 0; m < 2; m++) {
+    /* the baseline; the multi mode with the block waiting for its notices
+     * (below fallback_min), and recording its events at once (fallback_min
+     * 0: the events cannot be made, so it waits instead, in the room
+     * reserved for that) */
+    for (int m = 0; m < 3; m++) {
+        ag_alloc_config c;
+        ag_alloc_config_default(&c);
+        if (m == 2)
+            c.fallback_min = 0;
         fix f;
-        fix_open(&f, 2, m ? AG_ALLOC_BASELINE : AG_ALLOC_MULTI, 0);
+        fix_open_cfg(&f, 2, m == 1 ? AG_ALLOC_BASELINE : AG_ALLOC_MULTI, 0, &c);
         ag_block *b = xmalloc(&f, 0, 65536);
         assert_int_equal(ag_alloc_access(f.a, b, 1), AG_OK);
         assert_int_equal(ag_alloc_free(f.a, b, 1), AG_OK);
@@ -343,6 +351,8 @@ static void test_free_on_failed_device(void **state)
         assert_int_equal(s.allocated, 0);
         assert_int_equal(s.frees, 1); /* the block's last use is gone */
         assert_int_equal(ag_alloc_free(f.a, b, 0), AG_EINVAL);
+        if (m == 2)
+            assert_int_equal(f.a->nlazy, 1);
         fix_close(&f);
     }
 }

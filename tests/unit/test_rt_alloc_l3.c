@@ -978,6 +978,203 @@ static void test_host_memory_shared(void **state)
     ag_ctx_destroy(ctx);
 }
 
+/* A block lent by a notice (borrow recycle) starts a new version: the
+ * event its fallback recorded before the notice stands for the old one
+ * and counts nothing for the new one.  Here that event (on 1) completes
+ * while the lent block's own fallback still waits for a busy stream 3:
+ * the block must stay pending.  poll_every 0, so that no poll runs while
+ * the block sits in the borrow allocator (which would drop the stale entry
+ * for its state alone). */
+static void test_stale_event_after_borrow(void **state)
+{
+    (void)state;
+    ag_alloc_config c;
+    ag_alloc_config_default(&c);
+    c.fallback_min = 0;
+    c.poll_every = 0;
+    fix f;
+    fix_open_cfg(&f, 4, AG_ALLOC_MULTI, 0, &c);
+    atomic_int open1 = 0, open3 = 0;
+    gate(&f, 1, &open1);
+    ag_block *b = xmalloc(&f, 0, 4096);
+    void *mem = ag_block_ptr(b);
+    assert_int_equal(ag_alloc_access(f.a, b, 1), AG_OK);
+    assert_int_equal(ag_alloc_access(f.a, b, 2), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, b, 0), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, b, 2), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, b, 1), AG_OK); /* the last: an event on busy 1 */
+    assert_int_equal(f.a->npend, 1);
+    /* 2 learns that 0 and 1 released it: lent to 2 */
+    assert_int_equal(ag_alloc_send(f.a, 0, 2), AG_OK);
+    assert_int_equal(ag_alloc_wait(f.a, 2, 0), AG_OK);
+    assert_int_equal(ag_alloc_send(f.a, 1, 2), AG_OK);
+    assert_int_equal(ag_alloc_wait(f.a, 2, 1), AG_OK);
+    assert_int_equal(stats(f.a).borrow_recycles, 1);
+    ag_block *d = xmalloc(&f, 2, 4096);
+    assert_ptr_equal(ag_block_ptr(d), mem);
+    assert_int_equal(ag_alloc_access(f.a, d, 3), AG_OK);
+    gate(&f, 3, &open3);
+    assert_int_equal(ag_alloc_free(f.a, d, 3), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, d, 2), AG_OK); /* events on 2 and on busy 3 */
+    atomic_store(&open1, 1);
+    assert_int_equal(ag_dev_stream_synchronize(f.dev, f.s[1]), AG_OK);
+    assert_int_equal(ag_dev_stream_synchronize(f.dev, f.s[2]), AG_OK);
+    uint64_t recycled = stats(f.a).polled_recycles;
+    ag_block *x = xmalloc(&f, 1, 4096); /* a pool miss: the poll */
+    assert_int_equal(stats(f.a).polled_recycles, recycled); /* 3 may still use it */
+    assert_int_equal(stats(f.a).pending, 4096);
+    atomic_store(&open3, 1);
+    assert_int_equal(ag_dev_synchronize(f.dev), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, x, 1), AG_OK);
+    fix_close(&f);
+}
+
+/* The last free of a stream that knows every other use is over (a notice
+ * told it) recycles at once: no idle query, no event, no fallback. */
+static void test_last_free_known(void **state)
+{
+    (void)state;
+    fix f;
+    fix_open(&f, 2, AG_ALLOC_MULTI, 0);
+    ag_block *b = xmalloc(&f, 0, 4096);
+    assert_int_equal(ag_alloc_access(f.a, b, 1), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, b, 0), AG_OK);
+    assert_int_equal(ag_alloc_send(f.a, 0, 1), AG_OK);
+    assert_int_equal(ag_alloc_wait(f.a, 1, 0), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, b, 1), AG_OK);
+    ag_alloc_stats s = stats(f.a);
+    assert_int_equal(s.borrow_recycles, 1); /* lent to 1, where it was freed */
+    assert_int_equal(s.polled_recycles, 0);
+    assert_int_equal(s.stream_queries, 0);
+    assert_int_equal(s.pending, 0);
+    assert_int_equal(f.a->npend + f.a->nlazy, 0);
+    assert_int_equal(ag_alloc_sync(f.a, AG_SYNC_CLEAN), AG_OK);
+    fix_close(&f);
+}
+
+/* A send carries the releases since the last send to that stream, once:
+ * a second send and wait carry nothing again. */
+static void test_send_once(void **state)
+{
+    (void)state;
+    fix f;
+    fix_open(&f, 3, AG_ALLOC_MULTI, 0);
+    atomic_int open = 0;
+    gate(&f, 2, &open); /* 2 keeps its use: the block stays live */
+    ag_block *b = xmalloc(&f, 0, 4096);
+    assert_int_equal(ag_alloc_access(f.a, b, 1), AG_OK);
+    assert_int_equal(ag_alloc_access(f.a, b, 2), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, b, 1), AG_OK);
+    for (int k = 0; k < 2; k++) {
+        assert_int_equal(ag_alloc_send(f.a, 1, 0), AG_OK);
+        assert_int_equal(ag_alloc_wait(f.a, 0, 1), AG_OK);
+    }
+    ag_alloc_stats s = stats(f.a);
+    assert_int_equal(s.notices_sent, 1);
+    assert_int_equal(s.notices_applied, 1);
+    assert_int_equal(s.notices_stale, 0);
+    assert_int_equal(ag_alloc_free(f.a, b, 2), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, b, 0), AG_OK);
+    atomic_store(&open, 1);
+    assert_int_equal(ag_alloc_sync(f.a, AG_SYNC_CLEAN), AG_OK);
+    fix_close(&f);
+}
+
+/* A small shared block's last free asks its other users whether they are
+ * idle until one is busy, and no further: one busy user is enough for it
+ * to wait for its notices. */
+static void test_idle_queries_stop(void **state)
+{
+    (void)state;
+    fix f;
+    fix_open(&f, 3, AG_ALLOC_MULTI, 0);
+    atomic_int open = 0;
+    gate(&f, 1, &open);
+    gate(&f, 2, &open);
+    ag_block *b = xmalloc(&f, 0, 4096);
+    assert_int_equal(ag_alloc_access(f.a, b, 1), AG_OK);
+    assert_int_equal(ag_alloc_access(f.a, b, 2), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, b, 1), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, b, 2), AG_OK);
+    uint64_t asked = stats(f.a).stream_queries;
+    assert_int_equal(ag_alloc_free(f.a, b, 0), AG_OK);
+    ag_alloc_stats s = stats(f.a);
+    assert_int_equal(s.stream_queries, asked + 1);
+    assert_int_equal(s.fallbacks_deferred, 1);
+    assert_int_equal(s.pending, 4096);
+    atomic_store(&open, 1);
+    assert_int_equal(ag_alloc_sync(f.a, AG_SYNC_CLEAN), AG_OK);
+    assert_int_equal(stats(f.a).pending, 0);
+    fix_close(&f);
+}
+
+/* A notice sent when the joins had reached epoch e knows every stream that
+ * joined up to e: the last of them (joined exactly at e) is in its row, and
+ * its release there counts; only a stream that joined after the send keeps
+ * its bit.  Here every use ends and each release reaches 0 by a notice:
+ * the block goes home by the notices alone. */
+static void test_join_at_send(void **state)
+{
+    (void)state;
+    fix f;
+    fix_open(&f, 4, AG_ALLOC_MULTI, 0);
+    atomic_int open = 0;
+    for (uint32_t s = 1; s < 4; s++)
+        gate(&f, s, &open); /* no stream is idle: only notices recycle */
+    ag_block *b = xmalloc(&f, 0, 4096);
+    assert_int_equal(ag_alloc_access(f.a, b, 1), AG_OK);
+    assert_int_equal(ag_alloc_access(f.a, b, 2), AG_OK); /* the join the send sees last */
+    assert_int_equal(ag_alloc_free(f.a, b, 2), AG_OK);
+    assert_int_equal(ag_alloc_send(f.a, 2, 0), AG_OK);
+    assert_int_equal(ag_alloc_access(f.a, b, 3), AG_OK); /* after the send */
+    assert_int_equal(ag_alloc_wait(f.a, 0, 2), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, b, 3), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, b, 1), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, b, 0), AG_OK);
+    for (uint32_t s = 1; s < 4; s += 2) {
+        assert_int_equal(ag_alloc_send(f.a, s, 0), AG_OK);
+        assert_int_equal(ag_alloc_wait(f.a, 0, s), AG_OK);
+    }
+    ag_alloc_stats s = stats(f.a);
+    assert_int_equal(s.pending, 0);
+    assert_int_equal(s.polled_recycles, 0);
+    assert_int_equal(s.birth_recycles, 1);
+    atomic_store(&open, 1);
+    assert_int_equal(ag_alloc_sync(f.a, AG_SYNC_CLEAN), AG_OK);
+    fix_close(&f);
+}
+
+/* A request borrows the smallest parked block that fits, and the hit
+ * counts for the borrowing stream too; a block more than twice the size
+ * asked for stays parked for a request it fits better. */
+static void test_borrow_fit(void **state)
+{
+    (void)state;
+    fix f;
+    fix_open(&f, 2, AG_ALLOC_MULTI, 0);
+    atomic_int open = 0;
+    gate(&f, 1, &open);
+    park_on_1(&f, 45056);
+    park_on_1(&f, 40960);
+    ag_block *y = xmalloc(&f, 1, 40960); /* 1's pool is empty; both fit: the smaller */
+    assert_int_equal(ag_block_size(y), 40960);
+    ag_alloc_stream_stats ss[2];
+    ag_alloc_stats s = {.size = sizeof s};
+    ag_alloc_stats_get(f.a, &s, ss);
+    assert_int_equal(s.borrow_hits, 1);
+    assert_int_equal(ss[1].borrow_hits, 1);
+    assert_int_equal(ss[0].borrow_hits, 0);
+    ag_block *x = xmalloc(&f, 1, 4096); /* 44 KiB is more than twice 4 KiB: growth */
+    assert_int_equal(ag_block_size(x), 4096);
+    assert_int_equal(stats(f.a).borrow_hits, 1);
+    assert_int_equal(f.a->st[1].borrow.count, 1);
+    assert_int_equal(ag_alloc_free(f.a, x, 1), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, y, 1), AG_OK);
+    atomic_store(&open, 1);
+    assert_int_equal(ag_alloc_sync(f.a, AG_SYNC_CLEAN), AG_OK);
+    fix_close(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1003,6 +1200,12 @@ int main(void)
         cmocka_unit_test(test_mif_sparse_all_rows),
         cmocka_unit_test(test_mif_rows_oom),
         cmocka_unit_test(test_host_memory_shared),
+        cmocka_unit_test(test_stale_event_after_borrow),
+        cmocka_unit_test(test_last_free_known),
+        cmocka_unit_test(test_send_once),
+        cmocka_unit_test(test_idle_queries_stop),
+        cmocka_unit_test(test_join_at_send),
+        cmocka_unit_test(test_borrow_fit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
