@@ -1000,6 +1000,48 @@ static void test_clean_rows_oom(void **state)
     assert_int_equal(ta.live_blocks, 0);
 }
 
+/* A stream's local-recycle list drops the entries it has sent to every
+ * other stream when it would grow, and keeps the others (with the cursor
+ * of each stream where it was): 200 releases on stream 1, each sent to
+ * every stream at once, keep the list at its first size; with a stream
+ * that is never sent to, the list keeps them all, and no entry is sent
+ * twice to the others.  The counts of live entries stay exact: none once
+ * the blocks are gone. */
+static void test_lrec_compaction(void **state)
+{
+    (void)state;
+    for (uint32_t n = 3; n <= 4; n++) {
+        fix f;
+        fix_open(&f, n, AG_ALLOC_MULTI, 0);
+        enum { K = 200 };
+        ag_block *b[K];
+        for (uint32_t k = 0; k < K; k++) {
+            b[k] = xmalloc(&f, 0, 4096);
+            assert_int_equal(ag_alloc_access(f.a, b[k], 1), AG_OK);
+            assert_int_equal(ag_alloc_access(f.a, b[k], 2), AG_OK);
+            assert_int_equal(ag_alloc_free(f.a, b[k], 1), AG_OK);
+            for (uint32_t d = 0; d < 3; d += 2) { /* to 0 and 2, never to 3 */
+                assert_int_equal(ag_alloc_send(f.a, 1, d), AG_OK);
+                assert_int_equal(ag_alloc_wait(f.a, d, 1), AG_OK);
+            }
+        }
+        ag_astream *s1 = &f.a->st[1];
+        assert_int_equal(stats(f.a).notices_sent, 2 * K);
+        if (n == 3)
+            assert_true(s1->caplrec <= 32);
+        else
+            assert_int_equal(s1->nlive, K);
+        for (uint32_t k = 0; k < K; k++) {
+            assert_int_equal(ag_alloc_free(f.a, b[k], 2), AG_OK);
+            assert_int_equal(ag_alloc_free(f.a, b[k], 0), AG_OK);
+        }
+        assert_int_equal(stats(f.a).allocated, 0);
+        assert_int_equal(s1->nlive, 0);
+        assert_int_equal(ag_alloc_sync(f.a, AG_SYNC_CLEAN), AG_OK);
+        fix_close(&f);
+    }
+}
+
 static void test_host_memory_shared(void **state)
 {
     (void)state;
@@ -1246,6 +1288,7 @@ int main(void)
         cmocka_unit_test(test_mif_sparse_all_rows),
         cmocka_unit_test(test_mif_rows_oom),
         cmocka_unit_test(test_clean_rows_oom),
+        cmocka_unit_test(test_lrec_compaction),
         cmocka_unit_test(test_host_memory_shared),
         cmocka_unit_test(test_stale_event_after_borrow),
         cmocka_unit_test(test_last_free_known),
