@@ -216,6 +216,126 @@ static void test_heap_keep_alone(void **state)
     ag_ctx_destroy(ctx);
 }
 
+/* A span of exactly max_split bytes is "that large": a smaller request
+ * (even one just a quantum short) does not take it, under pressure it
+ * serves a smaller request whole, unsplit, and a request of its size
+ * takes it. */
+static void test_heap_max_split_exact(void **state)
+{
+    (void)state;
+    ag_ctx *ctx = agtest_ctx();
+    fake_backing fb = {0};
+    ag_heap h;
+    ag_heap_init(&h, ctx, 512, 512, 65536, fake_grow, fake_release, &fb, false);
+    assert_int_equal(ag_heap_grow(&h, 65536), AG_OK);
+    assert_int_equal(ag_heap_reserve(&h), AG_OK);
+    assert_null(ag_heap_take(&h, 1024));
+    assert_null(ag_heap_take(&h, 65536 - 512));
+    ag_span *s = ag_heap_take_any(&h, 1024);
+    assert_non_null(s);
+    assert_int_equal(s->size, 65536); /* whole */
+    ag_heap_put(&h, s);
+    assert_int_equal(ag_heap_reserve(&h), AG_OK);
+    s = ag_heap_take(&h, 65536);
+    assert_non_null(s);
+    assert_int_equal(s->size, 65536);
+    ag_heap_put(&h, s);
+    assert_true(ag_heap_check(&h));
+    ag_heap_destroy(&h);
+    assert_int_equal(fb.live, 0);
+    assert_int_equal(fb.grows, 1);
+    ag_ctx_destroy(ctx);
+}
+
+/* A free span of exactly keep bytes still serves a request of exactly
+ * keep bytes; only smaller requests are refused it. */
+static void test_heap_keep_exact(void **state)
+{
+    (void)state;
+    ag_ctx *ctx = agtest_ctx();
+    fake_backing fb = {0};
+    ag_heap h;
+    ag_heap_init(&h, ctx, 512, 512, UINT64_MAX, fake_grow, fake_release, &fb, false);
+    h.keep = 65536;
+    assert_int_equal(ag_heap_grow(&h, 65536), AG_OK);
+    assert_int_equal(ag_heap_reserve(&h), AG_OK);
+    assert_null(ag_heap_take(&h, 65536 - 512));
+    ag_span *s = ag_heap_take(&h, 65536);
+    assert_non_null(s);
+    assert_int_equal(s->size, 65536);
+    ag_heap_put(&h, s);
+    assert_true(ag_heap_check(&h));
+    ag_heap_destroy(&h);
+    assert_int_equal(fb.live, 0);
+    ag_ctx_destroy(ctx);
+}
+
+/* A remainder of exactly split_min bytes is worth keeping: it is split off
+ * and serves the next request from the same region. */
+static void test_heap_split_min_exact(void **state)
+{
+    (void)state;
+    ag_ctx *ctx = agtest_ctx();
+    fake_backing fb = {0};
+    ag_heap h;
+    ag_heap_init(&h, ctx, 512, 1024, UINT64_MAX, fake_grow, fake_release, &fb, false);
+    assert_int_equal(ag_heap_grow(&h, 4096), AG_OK);
+    assert_int_equal(ag_heap_reserve(&h), AG_OK);
+    ag_span *a = ag_heap_take(&h, 3072);
+    assert_non_null(a);
+    assert_int_equal(a->size, 3072);
+    assert_int_equal(ag_heap_reserve(&h), AG_OK);
+    ag_span *b = ag_heap_take(&h, 1024);
+    assert_non_null(b);
+    assert_int_equal(b->addr, a->addr + 3072);
+    /* a smaller remainder stays with the span it was cut from */
+    ag_heap_put(&h, b);
+    assert_int_equal(ag_heap_reserve(&h), AG_OK);
+    b = ag_heap_take(&h, 512);
+    assert_int_equal(b->size, 1024);
+    ag_heap_put(&h, b);
+    ag_heap_put(&h, a);
+    assert_true(ag_heap_check(&h));
+    assert_int_equal(fb.grows, 1);
+    ag_heap_destroy(&h);
+    assert_int_equal(fb.live, 0);
+    ag_ctx_destroy(ctx);
+}
+
+/* Best fit breaks ties by address: of two free spans of the same size,
+ * both larger than the request, the lower one is cut, whichever was
+ * freed last. */
+static void test_heap_best_fit_lowest(void **state)
+{
+    (void)state;
+    ag_ctx *ctx = agtest_ctx();
+    fake_backing fb = {0};
+    ag_heap h;
+    ag_heap_init(&h, ctx, 512, 512, UINT64_MAX, fake_grow, fake_release, &fb, false);
+    assert_int_equal(ag_heap_grow(&h, 8192), AG_OK);
+    ag_span *p[4];
+    static const uint64_t sz[4] = {2048, 1024, 2048, 3072};
+    for (int k = 0; k < 4; k++) {
+        assert_int_equal(ag_heap_reserve(&h), AG_OK);
+        p[k] = ag_heap_take(&h, sz[k]);
+        assert_non_null(p[k]);
+    }
+    uintptr_t lo = p[0]->addr;
+    ag_heap_put(&h, p[0]);
+    ag_heap_put(&h, p[2]);
+    assert_int_equal(ag_heap_reserve(&h), AG_OK);
+    ag_span *t = ag_heap_take(&h, 1536);
+    assert_non_null(t);
+    assert_int_equal(t->addr, lo);
+    ag_heap_put(&h, t);
+    ag_heap_put(&h, p[1]);
+    ag_heap_put(&h, p[3]);
+    assert_true(ag_heap_check(&h));
+    assert_int_equal(ag_heap_trim(&h), 8192);
+    ag_heap_destroy(&h);
+    ag_ctx_destroy(ctx);
+}
+
 static void test_bins(void **state)
 {
     (void)state;
@@ -411,6 +531,29 @@ static void test_l1_keeps_large(void **state)
     fix_close(&f);
 }
 
+/* L1 caches free memory up to l1_cache_limit bytes inclusive: a clean that
+ * leaves exactly that much in L1 returns nothing to the device; one byte
+ * less of limit and the free segment goes back. */
+static void test_l1_cache_limit_exact(void **state)
+{
+    (void)state;
+    for (int below = 0; below < 2; below++) {
+        ag_alloc_config c;
+        ag_alloc_config_default(&c);
+        c.l1_cache_limit = (12u << 20) - (uint64_t)below;
+        fix f;
+        fix_open_cfg(&f, 1, AG_ALLOC_MULTI, 0, &c);
+        ag_block *g = xmalloc(&f, 0, 12u << 20);
+        assert_int_equal(ag_alloc_free(f.a, g, 0), AG_OK);
+        assert_int_equal(ag_alloc_sync(f.a, AG_SYNC_CLEAN), AG_OK);
+        ag_alloc_stats s = stats(f.a);
+        assert_int_equal(s.device_frees, below ? 1 : 0);
+        assert_int_equal(s.reserved, below ? 0 : 12u << 20);
+        assert_int_equal(ag_heap_cached(&f.a->l1), below ? 0 : 12u << 20);
+        fix_close(&f);
+    }
+}
+
 /* A device of 6 MiB: stream 0 fills and frees (its pools keep the memory),
  * stream 1 then needs memory: L1 trims, the pools give back, the retry wins. */
 static void test_trim_and_retry(void **state)
@@ -599,11 +742,16 @@ int main(void)
         cmocka_unit_test(test_max_split_below_regions),
         cmocka_unit_test(test_heap_keep_alone),
         cmocka_unit_test(test_bins),
+        cmocka_unit_test(test_heap_max_split_exact),
+        cmocka_unit_test(test_heap_keep_exact),
+        cmocka_unit_test(test_heap_split_min_exact),
+        cmocka_unit_test(test_heap_best_fit_lowest),
         cmocka_unit_test(test_l1_geometric),
         cmocka_unit_test(test_l1_tail),
         cmocka_unit_test(test_l1_prepared),
         cmocka_unit_test(test_heap_adopt_records),
         cmocka_unit_test(test_l1_keeps_large),
+        cmocka_unit_test(test_l1_cache_limit_exact),
         cmocka_unit_test(test_trim_and_retry),
         cmocka_unit_test(test_oversize_waste),
         cmocka_unit_test(test_growth_serves_again),
