@@ -77,6 +77,100 @@ static void test_timed_query_failure(void **state)
     ag_ctx_destroy(ctx);
 }
 
+/* In the timing model a stream is idle once the host clock has reached the
+ * finish time of its last modelled kernel: busy one tick before, idle at
+ * that very tick. */
+static void test_timed_idle_at_finish(void **state)
+{
+    (void)state;
+    ag_ctx *ctx = agtest_ctx();
+    ag_device *sim = NULL, *dev = NULL;
+    ag_timed *t = NULL;
+    assert_int_equal(ag_device_sim_create(ctx, NULL, &sim), AG_OK);
+    assert_int_equal(ag_timed_wrap(sim, 2, &t, &dev), AG_OK);
+    ag_dev_stream *s = NULL;
+    assert_int_equal(ag_dev_stream_create(dev, &s), AG_OK);
+    ag_timed_kernel(t, s); /* finishes at tick 2 */
+    bool idle = true;
+    ag_timed_tick(t);
+    assert_int_equal(ag_dev_stream_query(dev, s, &idle), AG_OK);
+    assert_false(idle);
+    ag_timed_tick(t);
+    assert_int_equal(ag_timed_now(t), 2);
+    assert_int_equal(ag_dev_stream_query(dev, s, &idle), AG_OK);
+    assert_true(idle);
+    ag_dev_stream_destroy(dev, s);
+    ag_device_destroy(dev);
+    ag_device_destroy(sim);
+    ag_ctx_destroy(ctx);
+}
+
+/* In the timing model a stream waiting for an event that completes earlier
+ * than the stream's own work keeps its own (later) finish time. */
+static void test_timed_wait_keeps_later_finish(void **state)
+{
+    (void)state;
+    ag_ctx *ctx = agtest_ctx();
+    ag_device *sim = NULL, *dev = NULL;
+    ag_timed *t = NULL;
+    assert_int_equal(ag_device_sim_create(ctx, NULL, &sim), AG_OK);
+    assert_int_equal(ag_timed_wrap(sim, 10, &t, &dev), AG_OK);
+    ag_dev_stream *s1 = NULL, *s2 = NULL;
+    ag_dev_event *e = NULL;
+    assert_int_equal(ag_dev_stream_create(dev, &s1), AG_OK);
+    assert_int_equal(ag_dev_stream_create(dev, &s2), AG_OK);
+    assert_int_equal(ag_dev_event_create(dev, &e), AG_OK);
+    ag_timed_kernel(t, s1);                                /* s1 busy until tick 10 */
+    assert_int_equal(ag_dev_event_record(dev, e, s2), AG_OK); /* s2 idle: e complete at 0 */
+    assert_int_equal(ag_dev_stream_wait_event(dev, s1, e), AG_OK);
+    bool idle = true;
+    assert_int_equal(ag_dev_stream_query(dev, s1, &idle), AG_OK);
+    assert_false(idle);
+    assert_int_equal(ag_timed_makespan(t), 10);
+    ag_dev_event_destroy(dev, e);
+    ag_dev_stream_destroy(dev, s1);
+    ag_dev_stream_destroy(dev, s2);
+    ag_device_destroy(dev);
+    ag_device_destroy(sim);
+    ag_ctx_destroy(ctx);
+}
+
+/* Once a capture has ended, the timed device answers a query the model
+ * says is busy from the model alone, without calling the inner device (a
+ * fault plan on the inner device's event_query sees no call). */
+static void test_timed_busy_after_capture(void **state)
+{
+    (void)state;
+    ag_ctx *ctx = agtest_ctx();
+    ag_device *sim = NULL, *fw = NULL, *dev = NULL;
+    ag_timed *t = NULL;
+    assert_int_equal(ag_device_sim_create(ctx, NULL, &sim), AG_OK);
+    ag_dev_fault fl;
+    ag_dev_fault_init(&fl, AG_DEV_ENTRY_BIT(AG_DEV_E_EVENT_QUERY), 1, 0, AG_FAULT_RETURN);
+    assert_int_equal(ag_device_fault_wrap(ctx, sim, &fl, &fw), AG_OK);
+    assert_int_equal(ag_timed_wrap(fw, 10, &t, &dev), AG_OK);
+    ag_dev_stream *s = NULL;
+    ag_dev_event *e = NULL;
+    assert_int_equal(ag_dev_stream_create(dev, &s), AG_OK);
+    assert_int_equal(ag_dev_event_create(dev, &e), AG_OK);
+    assert_int_equal(ag_dev_capture_begin(dev, s), AG_OK);
+    ag_dev_graph *g = NULL;
+    assert_int_equal(ag_dev_capture_end(dev, s, &g), AG_OK);
+    ag_dev_graph_destroy(dev, g);
+    ag_timed_kernel(t, s);
+    assert_int_equal(ag_dev_event_record(dev, e, s), AG_OK);
+    bool done = true;
+    assert_int_equal(ag_dev_event_query(dev, e, &done), AG_OK);
+    assert_false(done);
+    assert_int_equal(fl.calls, 0);
+    ag_dev_event_destroy(dev, e);
+    ag_dev_stream_destroy(dev, s);
+    ag_device_destroy(dev);
+    ag_device_destroy(fw);
+    ag_device_destroy(sim);
+    ag_ctx_destroy(ctx);
+}
+
 static void test_trace_parse_errors(void **state)
 {
     (void)state;
@@ -276,6 +370,9 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_timed_refuses),
         cmocka_unit_test(test_timed_query_failure),
+        cmocka_unit_test(test_timed_idle_at_finish),
+        cmocka_unit_test(test_timed_wait_keeps_later_finish),
+        cmocka_unit_test(test_timed_busy_after_capture),
         cmocka_unit_test(test_trace_parse_errors),
         cmocka_unit_test(test_trace_replay),
         cmocka_unit_test(test_check_finds_reuse),

@@ -1780,6 +1780,118 @@ static void test_synchronize_kernel_children(void **state)
     }
 }
 
+/* An event named by a captured record is kept alive by the graph: the
+ * user's destroy leaves its memory in place until the graph is destroyed. */
+static void test_graph_keeps_event_alive(void **state)
+{
+    (void)state;
+    ag_testalloc ta;
+    ag_ctx *ctx = agtest_ctx_counted(&ta);
+    ag_device *dev = sim(ctx, 1 << 20, 0, 0);
+    ag_dev_stream *s = NULL;
+    ag_dev_event *e = NULL;
+    assert_int_equal(ag_dev_stream_create(dev, &s), AG_OK);
+    assert_int_equal(ag_dev_event_create(dev, &e), AG_OK);
+    assert_int_equal(ag_dev_capture_begin(dev, s), AG_OK);
+    assert_int_equal(ag_dev_event_record(dev, e, s), AG_OK);
+    ag_dev_graph *g = NULL;
+    assert_int_equal(ag_dev_capture_end(dev, s, &g), AG_OK);
+    uint64_t live = ta.live_blocks;
+    ag_dev_event_destroy(dev, e);
+    assert_int_equal(stats(dev).live_events, 0);
+    assert_int_equal(ta.live_blocks, live); /* still held by the graph */
+    assert_int_equal(ag_dev_graph_launch(dev, g, s), AG_OK);
+    assert_int_equal(ag_dev_stream_synchronize(dev, s), AG_OK);
+    ag_dev_graph_destroy(dev, g); /* frees the event too: no leak below */
+    ag_dev_stream_destroy(dev, s);
+    ag_device_destroy(dev);
+    ag_ctx_destroy(ctx);
+    assert_int_equal(ta.live_blocks, 0);
+}
+
+/* In poisoning mode an injected failure shows at once: the call fails
+ * (stream work included, which is not deferred) and the inner device is
+ * poisoned before any synchronisation, naming the entry. */
+static void test_fault_poison_mode_at_once(void **state)
+{
+    (void)state;
+    ag_ctx *ctx = agtest_ctx();
+    ag_device *inner = sim(ctx, 1 << 20, 0, 0), *dev = NULL;
+    ag_dev_fault f;
+    ag_dev_fault_init(&f, AG_DEV_ENTRY_BIT(AG_DEV_E_MEMSET), 1, 0, AG_FAULT_POISON);
+    assert_int_equal(ag_device_fault_wrap(ctx, inner, &f, &dev), AG_OK);
+    ag_dev_stream *s = NULL;
+    void *a = NULL;
+    assert_int_equal(ag_dev_stream_create(dev, &s), AG_OK);
+    assert_int_equal(ag_dev_mem_alloc(dev, AG_MEM_HBM, 64, 0, &a), AG_OK);
+    assert_int_equal(ag_dev_device_state(inner, NULL), AG_DEV_HEALTHY);
+    assert_int_equal(ag_dev_memset_async(dev, a, 0, 64, s), AG_EDEVICE);
+    assert_errmsg(ctx, "memset_async: injected fault");
+    const char *why = NULL;
+    assert_int_equal(ag_dev_device_state(inner, &why), AG_DEV_POISONED);
+    assert_non_null(strstr(why, "memset_async"));
+    assert_int_equal(stats(inner).memsets, 0);
+    assert_int_equal(f.nfail, 1);
+    ag_dev_mem_free(dev, a);
+    ag_dev_stream_destroy(dev, s);
+    ag_device_destroy(dev);
+    ag_device_destroy(inner);
+    ag_ctx_destroy(ctx);
+}
+
+/* A graph whose ranges are all valid is refused by a poisoned device
+ * (AG_EDEVICE, nothing enqueued, no replay counted). */
+static void test_graph_launch_poisoned(void **state)
+{
+    (void)state;
+    ag_ctx *ctx = agtest_ctx();
+    ag_device *dev = sim(ctx, 1 << 20, 0, 0);
+    ag_dev_stream *s = NULL;
+    void *a = NULL;
+    assert_int_equal(ag_dev_stream_create(dev, &s), AG_OK);
+    assert_int_equal(ag_dev_mem_alloc(dev, AG_MEM_HBM, 64, 0, &a), AG_OK);
+    assert_int_equal(ag_dev_capture_begin(dev, s), AG_OK);
+    assert_int_equal(ag_dev_memset_async(dev, a, 1, 64, s), AG_OK);
+    ag_dev_graph *g = NULL;
+    assert_int_equal(ag_dev_capture_end(dev, s, &g), AG_OK);
+    ag_dev_poison(dev, "a test fault");
+    assert_int_equal(ag_dev_graph_launch(dev, g, s), AG_EDEVICE);
+    assert_errmsg(ctx, "graph_launch: the device is poisoned: a test fault");
+    assert_int_equal(stats(dev).graph_launches, 0);
+    ag_dev_graph_destroy(dev, g);
+    ag_dev_mem_free(dev, a);
+    ag_dev_stream_destroy(dev, s);
+    ag_device_destroy(dev);
+    ag_ctx_destroy(ctx);
+}
+
+/* A copy needs both a source and a destination: either one NULL (the other
+ * valid) is AG_EINVAL at the call, naming the argument, with nothing
+ * enqueued. */
+static void test_copy_null_side(void **state)
+{
+    (void)state;
+    ag_ctx *ctx = agtest_ctx();
+    ag_device *dev = sim(ctx, 1 << 20, 0, 0);
+    ag_dev_stream *s = NULL;
+    void *a = NULL;
+    char host[64] = {0};
+    assert_int_equal(ag_dev_stream_create(dev, &s), AG_OK);
+    assert_int_equal(ag_dev_mem_alloc(dev, AG_MEM_HBM, 64, 0, &a), AG_OK);
+    assert_int_equal(ag_dev_memcpy_async(dev, AG_COPY_H2D, a, NULL, 64, s), AG_EINVAL);
+    assert_errmsg(ctx, "memcpy_async: NULL source or destination");
+    assert_int_equal(ag_dev_memcpy_async(dev, AG_COPY_D2H, NULL, a, 64, s), AG_EINVAL);
+    assert_errmsg(ctx, "memcpy_async: NULL source or destination");
+    assert_int_equal(ag_dev_memcpy_async(dev, AG_COPY_H2D, a, host, 64, s), AG_OK);
+    assert_int_equal(ag_dev_stream_synchronize(dev, s), AG_OK);
+    assert_int_equal(stats(dev).copies[AG_COPY_H2D], 1);
+    assert_int_equal(stats(dev).copies[AG_COPY_D2H], 0);
+    ag_dev_mem_free(dev, a);
+    ag_dev_stream_destroy(dev, s);
+    ag_device_destroy(dev);
+    ag_ctx_destroy(ctx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1810,6 +1922,10 @@ int main(void)
         cmocka_unit_test(test_synchronize_earlier_work),
         cmocka_unit_test(test_synchronize_kernel_children),
         cmocka_unit_test(test_wait_refused_uncounted),
+        cmocka_unit_test(test_graph_keeps_event_alive),
+        cmocka_unit_test(test_fault_poison_mode_at_once),
+        cmocka_unit_test(test_graph_launch_poisoned),
+        cmocka_unit_test(test_copy_null_side),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
