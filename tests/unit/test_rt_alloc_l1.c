@@ -554,6 +554,26 @@ static void test_l1_cache_limit_exact(void **state)
     }
 }
 
+/* When the device refuses the segment L1 would grow by but has room for
+ * the request alone, L1 grows by the request alone: no trim and retry
+ * (a device of exactly one small region). */
+static void test_l1_segment_refused(void **state)
+{
+    (void)state;
+    ag_alloc_config c;
+    ag_alloc_config_default(&c);
+    uint64_t region = c.small_region / 8u; /* a small pool's region with L1 */
+    fix f;
+    fix_open(&f, 1, AG_ALLOC_MULTI, region);
+    ag_block *b = xmalloc(&f, 0, 4096);
+    ag_alloc_stats s = stats(f.a);
+    assert_int_equal(s.retries, 0);
+    assert_int_equal(s.reserved, region);
+    assert_int_equal(s.device_allocs, 1);
+    assert_int_equal(ag_alloc_free(f.a, b, 0), AG_OK);
+    fix_close(&f);
+}
+
 /* A device of 6 MiB: stream 0 fills and frees (its pools keep the memory),
  * stream 1 then needs memory: L1 trims, the pools give back, the retry wins. */
 static void test_trim_and_retry(void **state)
@@ -753,6 +773,7 @@ int main(void)
         cmocka_unit_test(test_l1_keeps_large),
         cmocka_unit_test(test_l1_cache_limit_exact),
         cmocka_unit_test(test_trim_and_retry),
+        cmocka_unit_test(test_l1_segment_refused),
         cmocka_unit_test(test_oversize_waste),
         cmocka_unit_test(test_growth_serves_again),
         cmocka_unit_test(test_move_keeps_max_split),
