@@ -136,10 +136,40 @@ static void test_base_record_fails(void **state)
     base_record_fails(true);
 }
 
+/* A stream's deferred-free queue moves its entries down instead of
+ * growing once at least half of it is popped: exactly half is enough. */
+static void test_pend_queue_half_popped(void **state)
+{
+    (void)state;
+    fix f;
+    fix_open(&f, 2, AG_ALLOC_BASELINE, 0);
+    ag_astream *s = &f.a->st[1];
+    while (s->cappend < 16)
+        assert_int_equal(ag_pend_grow(f.a, 1), AG_OK);
+    uint32_t cap = s->cappend;
+    memset(s->pend, 0, cap * sizeof *s->pend);
+    for (uint32_t k = 0; k < cap; k++)
+        s->pend[k].seq = k;
+    s->npend = cap;
+    s->pend_head = cap / 2u; /* half popped: room, no growth */
+    assert_int_equal(ag_pend_grow(f.a, 1), AG_OK);
+    assert_int_equal(s->cappend, cap);
+    assert_int_equal(s->pend_head, 0);
+    assert_int_equal(s->npend, cap / 2u);
+    assert_int_equal(s->pend[0].seq, cap / 2u); /* the entries kept, in order */
+    s->npend = cap;
+    s->pend_head = cap / 2u - 1u; /* less than half: it grows */
+    assert_int_equal(ag_pend_grow(f.a, 1), AG_OK);
+    assert_int_equal(s->cappend, 2u * cap);
+    s->npend = s->pend_head = 0;
+    fix_close(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pend_queue_bounded),
+        cmocka_unit_test(test_pend_queue_half_popped),
         cmocka_unit_test(test_baseline),
         cmocka_unit_test(test_base_record_fails),
     };
