@@ -5,17 +5,50 @@
 #include "support/agtest.h"
 #include "support/rt/alloc_fix.h"
 
+/* A timed device (the timing model, kernels of ticks) over a simulated
+ * one; with fail_query, a fault wrapper between them fails the inner
+ * device's first event_query. */
+typedef struct timed_fix {
+    ag_ctx *ctx;
+    ag_device *sim, *fw, *dev;
+    ag_timed *t;
+    ag_dev_fault fl;
+} timed_fix;
+
+static void timed_open(timed_fix *x, uint64_t ticks, bool fail_query)
+{
+    memset(x, 0, sizeof *x);
+    x->ctx = agtest_ctx();
+    assert_int_equal(ag_device_sim_create(x->ctx, NULL, &x->sim), AG_OK);
+    ag_device *inner = x->sim;
+    if (fail_query) {
+        ag_dev_fault_init(&x->fl, AG_DEV_ENTRY_BIT(AG_DEV_E_EVENT_QUERY), 1, 0, AG_FAULT_RETURN);
+        assert_int_equal(ag_device_fault_wrap(x->ctx, x->sim, &x->fl, &x->fw), AG_OK);
+        inner = x->fw;
+    }
+    assert_int_equal(ag_timed_wrap(inner, ticks, &x->t, &x->dev), AG_OK);
+}
+
+static void timed_close(timed_fix *x)
+{
+    ag_device_destroy(x->dev);
+    if (x->fw)
+        ag_device_destroy(x->fw);
+    ag_device_destroy(x->sim);
+    ag_ctx_destroy(x->ctx);
+}
+
 /* The timed device answers a query from its model when the model says
  * busy, yet still refuses what the seam says it refuses: a query of a
  * capturing stream, and any query once the device is poisoned. */
 static void test_timed_refuses(void **state)
 {
     (void)state;
-    ag_ctx *ctx = agtest_ctx();
-    ag_device *sim = NULL, *dev = NULL;
-    ag_timed *t = NULL;
-    assert_int_equal(ag_device_sim_create(ctx, NULL, &sim), AG_OK);
-    assert_int_equal(ag_timed_wrap(sim, 10, &t, &dev), AG_OK);
+    timed_fix x;
+    timed_open(&x, 10, false);
+    ag_ctx *ctx = x.ctx;
+    ag_device *dev = x.dev;
+    ag_timed *t = x.t;
     ag_dev_stream *s = NULL;
     ag_dev_event *e = NULL;
     assert_int_equal(ag_dev_stream_create(dev, &s), AG_OK);
@@ -40,9 +73,7 @@ static void test_timed_refuses(void **state)
     assert_true(agtest_errmsg_has(ctx, "a test fault"));
     ag_dev_event_destroy(dev, e);
     ag_dev_stream_destroy(dev, s);
-    ag_device_destroy(dev);
-    ag_device_destroy(sim);
-    ag_ctx_destroy(ctx);
+    timed_close(&x);
 }
 
 /* The timed device passes on an inner event_query failure where its model
@@ -50,14 +81,10 @@ static void test_timed_refuses(void **state)
 static void test_timed_query_failure(void **state)
 {
     (void)state;
-    ag_ctx *ctx = agtest_ctx();
-    ag_device *sim = NULL, *fw = NULL, *dev = NULL;
-    ag_timed *t = NULL;
-    assert_int_equal(ag_device_sim_create(ctx, NULL, &sim), AG_OK);
-    ag_dev_fault fl;
-    ag_dev_fault_init(&fl, AG_DEV_ENTRY_BIT(AG_DEV_E_EVENT_QUERY), 1, 0, AG_FAULT_RETURN);
-    assert_int_equal(ag_device_fault_wrap(ctx, sim, &fl, &fw), AG_OK);
-    assert_int_equal(ag_timed_wrap(fw, 10, &t, &dev), AG_OK);
+    timed_fix x;
+    timed_open(&x, 10, true);
+    ag_ctx *ctx = x.ctx;
+    ag_device *dev = x.dev;
     ag_dev_stream *s = NULL;
     ag_dev_event *e = NULL;
     assert_int_equal(ag_dev_stream_create(dev, &s), AG_OK);
@@ -66,15 +93,12 @@ static void test_timed_query_failure(void **state)
     bool done = false;
     assert_int_equal(ag_dev_event_query(dev, e, &done), AG_EDEVICE);
     assert_errmsg(ctx, "event_query: injected fault");
-    assert_int_equal(fl.nfail, 1);
+    assert_int_equal(x.fl.nfail, 1);
     assert_int_equal(ag_dev_event_query(dev, e, &done), AG_OK); /* the next one answers */
     assert_true(done);
     ag_dev_event_destroy(dev, e);
     ag_dev_stream_destroy(dev, s);
-    ag_device_destroy(dev);
-    ag_device_destroy(fw);
-    ag_device_destroy(sim);
-    ag_ctx_destroy(ctx);
+    timed_close(&x);
 }
 
 /* In the timing model a stream is idle once the host clock has reached the
@@ -83,11 +107,10 @@ static void test_timed_query_failure(void **state)
 static void test_timed_idle_at_finish(void **state)
 {
     (void)state;
-    ag_ctx *ctx = agtest_ctx();
-    ag_device *sim = NULL, *dev = NULL;
-    ag_timed *t = NULL;
-    assert_int_equal(ag_device_sim_create(ctx, NULL, &sim), AG_OK);
-    assert_int_equal(ag_timed_wrap(sim, 2, &t, &dev), AG_OK);
+    timed_fix x;
+    timed_open(&x, 2, false);
+    ag_device *dev = x.dev;
+    ag_timed *t = x.t;
     ag_dev_stream *s = NULL;
     assert_int_equal(ag_dev_stream_create(dev, &s), AG_OK);
     ag_timed_kernel(t, s); /* finishes at tick 2 */
@@ -100,9 +123,7 @@ static void test_timed_idle_at_finish(void **state)
     assert_int_equal(ag_dev_stream_query(dev, s, &idle), AG_OK);
     assert_true(idle);
     ag_dev_stream_destroy(dev, s);
-    ag_device_destroy(dev);
-    ag_device_destroy(sim);
-    ag_ctx_destroy(ctx);
+    timed_close(&x);
 }
 
 /* In the timing model a stream waiting for an event that completes earlier
@@ -110,11 +131,10 @@ static void test_timed_idle_at_finish(void **state)
 static void test_timed_wait_keeps_later_finish(void **state)
 {
     (void)state;
-    ag_ctx *ctx = agtest_ctx();
-    ag_device *sim = NULL, *dev = NULL;
-    ag_timed *t = NULL;
-    assert_int_equal(ag_device_sim_create(ctx, NULL, &sim), AG_OK);
-    assert_int_equal(ag_timed_wrap(sim, 10, &t, &dev), AG_OK);
+    timed_fix x;
+    timed_open(&x, 10, false);
+    ag_device *dev = x.dev;
+    ag_timed *t = x.t;
     ag_dev_stream *s1 = NULL, *s2 = NULL;
     ag_dev_event *e = NULL;
     assert_int_equal(ag_dev_stream_create(dev, &s1), AG_OK);
@@ -130,9 +150,7 @@ static void test_timed_wait_keeps_later_finish(void **state)
     ag_dev_event_destroy(dev, e);
     ag_dev_stream_destroy(dev, s1);
     ag_dev_stream_destroy(dev, s2);
-    ag_device_destroy(dev);
-    ag_device_destroy(sim);
-    ag_ctx_destroy(ctx);
+    timed_close(&x);
 }
 
 /* Once a capture has ended, the timed device answers a query the model
@@ -141,14 +159,10 @@ static void test_timed_wait_keeps_later_finish(void **state)
 static void test_timed_busy_after_capture(void **state)
 {
     (void)state;
-    ag_ctx *ctx = agtest_ctx();
-    ag_device *sim = NULL, *fw = NULL, *dev = NULL;
-    ag_timed *t = NULL;
-    assert_int_equal(ag_device_sim_create(ctx, NULL, &sim), AG_OK);
-    ag_dev_fault fl;
-    ag_dev_fault_init(&fl, AG_DEV_ENTRY_BIT(AG_DEV_E_EVENT_QUERY), 1, 0, AG_FAULT_RETURN);
-    assert_int_equal(ag_device_fault_wrap(ctx, sim, &fl, &fw), AG_OK);
-    assert_int_equal(ag_timed_wrap(fw, 10, &t, &dev), AG_OK);
+    timed_fix x;
+    timed_open(&x, 10, true);
+    ag_device *dev = x.dev;
+    ag_timed *t = x.t;
     ag_dev_stream *s = NULL;
     ag_dev_event *e = NULL;
     assert_int_equal(ag_dev_stream_create(dev, &s), AG_OK);
@@ -162,13 +176,10 @@ static void test_timed_busy_after_capture(void **state)
     bool done = true;
     assert_int_equal(ag_dev_event_query(dev, e, &done), AG_OK);
     assert_false(done);
-    assert_int_equal(fl.calls, 0);
+    assert_int_equal(x.fl.calls, 0);
     ag_dev_event_destroy(dev, e);
     ag_dev_stream_destroy(dev, s);
-    ag_device_destroy(dev);
-    ag_device_destroy(fw);
-    ag_device_destroy(sim);
-    ag_ctx_destroy(ctx);
+    timed_close(&x);
 }
 
 static void test_trace_parse_errors(void **state)
