@@ -92,8 +92,9 @@ static void print_result(const char *mode, const ag_alloc_replay_result *r)
            (unsigned long long)s->event_polls, (unsigned long long)s->stream_queries,
            (unsigned long long)s->polled_recycles, (unsigned long long)s->regions_moved,
            (unsigned long long)s->region_waits, (unsigned long long)s->regions_gathered);
-    printf("  fallbacks: %llu waited for notices, %llu recorded at a pool miss\n",
-           (unsigned long long)s->fallbacks_deferred, (unsigned long long)s->fallbacks_recorded);
+    printf("  fallbacks: %llu waited for notices, %llu recorded at a pool miss; %llu looks refused\n",
+           (unsigned long long)s->fallbacks_deferred, (unsigned long long)s->fallbacks_recorded,
+           (unsigned long long)s->reclaims_refused);
 }
 
 static double per_op(const ag_alloc_replay_result *r)

@@ -144,6 +144,10 @@ typedef struct ag_alloc_stats {
      * had no memory for the receiving stream's view (the blocks wait for
      * their fallback instead) */
     uint64_t notices_dropped;
+    /* multi mode: pool misses whose look at the waiting blocks the device
+     * or the host refused (an event it could not make or answer): those
+     * blocks kept waiting and the request went on to grow */
+    uint64_t reclaims_refused;
 } ag_alloc_stats;
 
 /* Creates an allocator over dev for the streams streams[0..cfg->nstreams-1]

@@ -37,6 +37,33 @@ static inline __attribute__((always_inline)) void global_recycle(ag_memalloc *a,
         borrow_recycle(a, b, stream);
 }
 
+/* A look at the waiting blocks that the device or the host refused (an
+ * event it could not make or answer, room for a record): those blocks
+ * stay waiting, as safe as before, and the request may still be served
+ * from the caches or by growth.  On a healthy device the refusal is
+ * counted (reclaims_refused) and forgotten; a poisoned device fails the
+ * request with the refusal's message. */
+static __attribute__((noinline)) ag_status reclaim_refused(ag_memalloc *a, ag_status st)
+{
+    if (ag_dev_device_state(a->dev, NULL) == AG_DEV_POISONED)
+        return st;
+    a->s.reclaims_refused++;
+    ag_ctx_clear_error(a->ctx);
+    ag_ctx_clear_error(ag_device_ctx(a->dev));
+    return AG_OK;
+}
+
+/* A pool miss's look at the blocks waiting for notices (their events,
+ * ag_lazy_flush) and at the deferred frees' events (ag_base_poll). */
+static ag_status miss_reclaim(ag_memalloc *a)
+{
+    ag_status st = ag_lazy_flush(a);
+    ag_status polled = ag_base_poll(a, false);
+    if (st == AG_OK)
+        st = polled;
+    return st == AG_OK ? AG_OK : reclaim_refused(a, st);
+}
+
 /* What the stream's own cache could not serve (ag_multi_malloc looked at
  * its recent blocks and its pool, with the pool reserved and b, a block
  * object, taken for the request): a borrowed block, a poll and a second
@@ -84,8 +111,7 @@ again:;
         ag_block_put(a, b);
         polled = true;
         a->poll_tick = 0;
-        AG_TRY(ag_lazy_flush(a));
-        AG_TRY(ag_base_poll(a, false));
+        AG_TRY(miss_reclaim(a));
         goto again;
     }
     if (!span && !lent) {
@@ -154,7 +180,9 @@ ag_status ag_multi_malloc(ag_memalloc *a, uint32_t stream, uint64_t size, ag_blo
      * found busy: it is due every poll_every-th one, and at a pool miss. */
     if (a->npend && a->cfg.poll_every && ++a->poll_tick >= a->cfg.poll_every) {
         a->poll_tick = 0;
-        AG_TRY(ag_base_poll(a, false));
+        ag_status st = ag_base_poll(a, false);
+        if (st != AG_OK)
+            AG_TRY(reclaim_refused(a, st));
     }
     uint64_t r = ag_pool_round(a, size);
     ag_block *b = ag_recent_take(a, stream, r);

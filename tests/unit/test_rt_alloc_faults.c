@@ -373,6 +373,40 @@ static ag_status late_write_kernel(void *arg)
     return AG_OK;
 }
 
+/* Three streams of a simulated device, and a multi-mode allocator of them
+ * on a fault wrapper of it that counts the calls of one entry (nothing
+ * fails until the test sets fl.fail_at); cfg with its nstreams set. */
+typedef struct faulted {
+    ag_ctx *ctx;
+    ag_device *sim, *dev;
+    ag_dev_fault fl;
+    ag_dev_stream *s[3];
+    ag_memalloc *a;
+} faulted;
+
+static void faulted_open(faulted *f, uint32_t entry, ag_alloc_config *cfg)
+{
+    f->ctx = agtest_ctx();
+    f->sim = f->dev = NULL;
+    assert_int_equal(ag_device_sim_create(f->ctx, NULL, &f->sim), AG_OK);
+    ag_dev_fault_init(&f->fl, AG_DEV_ENTRY_BIT(entry), 0, 0, AG_FAULT_RETURN);
+    assert_int_equal(ag_device_fault_wrap(f->ctx, f->sim, &f->fl, &f->dev), AG_OK);
+    for (int k = 0; k < 3; k++)
+        assert_int_equal(ag_dev_stream_create(f->sim, &f->s[k]), AG_OK);
+    cfg->nstreams = 3;
+    f->a = NULL;
+    assert_int_equal(ag_alloc_create(f->ctx, f->dev, f->s, cfg, &f->a), AG_OK);
+}
+
+static void faulted_close(faulted *f)
+{
+    ag_alloc_destroy(f->a);
+    for (int k = 0; k < 3; k++)
+        ag_dev_stream_destroy(f->sim, f->s[k]);
+    ag_device_destroy(f->dev);
+    close_empty(f->ctx, f->sim);
+}
+
 /* The multi mode's fallback event failing to record at a shared block's
  * last free (fallback_min 0: recorded at once): the free returns the
  * device's error with its use released, and the block goes home at the
@@ -382,21 +416,12 @@ static ag_status late_write_kernel(void *arg)
  * stands in it). */
 static void multi_record_fails(int variant)
 {
-    ag_ctx *ctx = agtest_ctx();
-    ag_device *sim = NULL, *dev = NULL;
-    assert_int_equal(ag_device_sim_create(ctx, NULL, &sim), AG_OK);
-    ag_dev_fault fl;
-    ag_dev_fault_init(&fl, AG_DEV_ENTRY_BIT(AG_DEV_E_EVENT_RECORD), 0, 0, AG_FAULT_RETURN);
-    assert_int_equal(ag_device_fault_wrap(ctx, sim, &fl, &dev), AG_OK);
-    ag_dev_stream *s[3];
-    for (int k = 0; k < 3; k++)
-        assert_int_equal(ag_dev_stream_create(sim, &s[k]), AG_OK);
     ag_alloc_config c;
     ag_alloc_config_default(&c);
-    c.nstreams = 3;
     c.fallback_min = 0;
-    ag_memalloc *a = NULL;
-    assert_int_equal(ag_alloc_create(ctx, dev, s, &c, &a), AG_OK);
+    faulted f;
+    faulted_open(&f, AG_DEV_E_EVENT_RECORD, &c);
+    ag_memalloc *a = f.a;
     ag_block *b = NULL;
     assert_int_equal(ag_alloc_malloc(a, 0, 65536, &b), AG_OK);
     assert_int_equal(ag_alloc_access(a, b, 1), AG_OK);
@@ -405,13 +430,13 @@ static void multi_record_fails(int variant)
     char scratch[2][64];
     late_write w[2] = {{.mem = scratch[0], .n = 64}, {.mem = scratch[1], .n = 64}};
     for (int k = 0; k < 2; k++)
-        assert_int_equal(ag_dev_launch(sim, s[k + 1], late_write_kernel, &w[k], "busy"), AG_OK);
+        assert_int_equal(ag_dev_launch(f.sim, f.s[k + 1], late_write_kernel, &w[k], "busy"), AG_OK);
     assert_int_equal(ag_alloc_free(a, b, 0), AG_OK);
     assert_int_equal(ag_alloc_free(a, b, 1), AG_OK);
-    fl.fail_at = fl.calls + 1u; /* the first fallback record of the last free */
+    f.fl.fail_at = f.fl.calls + 1u; /* the first fallback record of the last free */
     ag_status st = ag_alloc_free(a, b, 2);
-    fl.fail_at = 0;
-    assert_int_equal(fl.nfail, 1);
+    f.fl.fail_at = 0;
+    assert_int_equal(f.fl.nfail, 1);
     assert_int_equal(st, AG_EDEVICE);
     assert_int_equal(stats(a).allocated, 0);
     assert_int_equal(stats(a).pending, 65536); /* waiting for stream 1 and 2's work */
@@ -443,11 +468,7 @@ static void multi_record_fails(int variant)
     assert_int_equal(st2.allocated, 0);
     assert_int_equal(st2.pending, 0);
     assert_int_equal(st2.cached, st2.reserved);
-    ag_alloc_destroy(a);
-    for (int k = 0; k < 3; k++)
-        ag_dev_stream_destroy(sim, s[k]);
-    ag_device_destroy(dev);
-    close_empty(ctx, sim);
+    faulted_close(&f);
 }
 
 static void test_multi_record_fails(void **state)
@@ -455,6 +476,70 @@ static void test_multi_record_fails(void **state)
     (void)state;
     for (int v = 0; v < 3; v++)
         multi_record_fails(v);
+}
+
+/* A look at the waiting blocks that the device refuses does not fail the
+ * request it was made for.  Variant 0: a pool miss on stream 2 finds a
+ * block waiting for its notices (stream 1, its other user, is busy) and
+ * cannot record the block's event; variant 1: a periodic poll
+ * (poll_every 1) cannot query the event of a deferred free.  On a healthy
+ * device the request is served (by growth, or from the pool), the block
+ * stays pending until the clean sends it home, and the refusal is
+ * counted; on a poisoned device the request fails with its message. */
+static void look_refused(int variant, bool poisoned)
+{
+    ag_alloc_config c;
+    ag_alloc_config_default(&c);
+    if (variant == 1) {
+        c.fallback_min = 0; /* the last free records its event at once */
+        c.poll_every = 1;
+    }
+    faulted f;
+    faulted_open(&f, variant == 0 ? AG_DEV_E_EVENT_RECORD : AG_DEV_E_EVENT_QUERY, &c);
+    ag_memalloc *a = f.a;
+    atomic_int open = 0;
+    assert_int_equal(ag_dev_launch(f.sim, f.s[1], gate_kernel, &open, "gate"), AG_OK);
+    ag_block *b = NULL, *x = NULL;
+    assert_int_equal(ag_alloc_malloc(a, 0, 4096, &b), AG_OK);
+    assert_int_equal(ag_alloc_access(a, b, 1), AG_OK);
+    assert_int_equal(ag_alloc_free(a, b, 1), AG_OK);
+    assert_int_equal(ag_alloc_free(a, b, 0), AG_OK);
+    assert_int_equal(a->nlazy, variant == 0 ? 1u : 0u);
+    assert_int_equal(a->npend, variant == 1 ? 1u : 0u);
+    if (poisoned)
+        ag_dev_poison(f.sim, "a test fault"); /* the device refuses on its own */
+    else
+        f.fl.fail_at = f.fl.calls + 1u;
+    ag_status st = ag_alloc_malloc(a, variant == 0 ? 2u : 0u, 4096, &x);
+    f.fl.fail_at = 0;
+    ag_alloc_stats st1 = stats(a);
+    if (poisoned) {
+        assert_int_equal(st, AG_EDEVICE);
+        assert_true(agtest_errmsg_has(f.ctx, "a test fault"));
+        assert_int_equal(st1.reclaims_refused, 0);
+        atomic_store(&open, 1);
+    } else {
+        assert_int_equal(f.fl.nfail, 1);
+        assert_int_equal(st, AG_OK);
+        assert_int_equal(ag_ctx_last_status(f.ctx), AG_OK);
+        assert_int_equal(st1.reclaims_refused, 1);
+        assert_int_equal(st1.pending, 4096); /* b still waits for stream 1 */
+        assert_int_equal(st1.allocated, 4096);
+        atomic_store(&open, 1);
+        assert_int_equal(ag_alloc_sync(a, AG_SYNC_CLEAN), AG_OK);
+        ag_alloc_stats st2 = stats(a);
+        assert_int_equal(st2.pending, 0);
+        assert_int_equal(ag_alloc_free(a, x, variant == 0 ? 2u : 0u), AG_OK);
+    }
+    faulted_close(&f);
+}
+
+static void test_look_refused(void **state)
+{
+    (void)state;
+    for (int v = 0; v < 2; v++)
+        for (int p = 0; p < 2; p++)
+            look_refused(v, p);
 }
 
 /* Destroyed while one of its streams captures: no synchronise can prove
@@ -526,6 +611,7 @@ int main(void)
         cmocka_unit_test(test_free_on_failed_device),
         cmocka_unit_test(test_entry_checks),
         cmocka_unit_test(test_multi_record_fails),
+        cmocka_unit_test(test_look_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
