@@ -1,10 +1,10 @@
 /* Unit tests of the allocator's first layer: the span heap over a fake
- * backing (split, merge, the keep and alone rules, bins, max_split, records
- * moved with a region) and L1, the caching allocator that takes physical
- * memory from the device (geometric growth, a region beside a tail, its
- * records, large segments kept, trim and retry, a region grown for a
- * request serving it again, oversize requests, the host failing during
- * growth). */
+ * backing (split, merge, exact fits, node counts, the keep and alone rules,
+ * bins, max_split, records moved with a region) and L1, the caching
+ * allocator that takes physical memory from the device (geometric growth,
+ * a region beside a tail, its records, large segments kept, trim and retry,
+ * a region grown for a request serving it again, oversize requests, the
+ * host failing during growth). */
 #include "support/agtest.h"
 #include "support/rt/alloc_fix.h"
 
@@ -34,6 +34,29 @@ static void fake_release(void *ud, uintptr_t addr, uint64_t size, void *cookie)
     f->releases++;
     f->live -= size;
     free(cookie);
+}
+
+/* A heap over a fake backing, with a context of its own. */
+typedef struct fheap {
+    ag_ctx *ctx;
+    fake_backing fb;
+    ag_heap h;
+} fheap;
+
+static void fheap_open(fheap *f, uint64_t quantum, uint64_t split_min, uint64_t max_split)
+{
+    f->ctx = agtest_ctx();
+    f->fb = (fake_backing){0};
+    ag_heap_init(&f->h, f->ctx, quantum, split_min, max_split, fake_grow, fake_release, &f->fb, false);
+}
+
+/* Destroys the heap, checks that it gave every byte back, and closes the
+ * context (the backing's counts stay readable). */
+static void fheap_close(fheap *f)
+{
+    ag_heap_destroy(&f->h);
+    assert_int_equal(f->fb.live, 0);
+    ag_ctx_destroy(f->ctx);
 }
 
 static uint32_t count_spare_regions(const ag_heap *h)
@@ -98,81 +121,74 @@ static void test_heap_adopt_records(void **state)
 static void test_heap_split_merge(void **state)
 {
     (void)state;
-    ag_ctx *ctx = agtest_ctx();
-    fake_backing fb = {0};
-    ag_heap h;
-    ag_heap_init(&h, ctx, 512, 512, UINT64_MAX, fake_grow, fake_release, &fb, false);
-    assert_int_equal(ag_heap_grow(&h, 8192), AG_OK);
-    assert_int_equal(ag_heap_reserve(&h), AG_OK);
-    ag_span *a = ag_heap_take(&h, 1024);
-    assert_int_equal(ag_heap_reserve(&h), AG_OK);
-    ag_span *b = ag_heap_take(&h, 2048);
-    assert_int_equal(ag_heap_reserve(&h), AG_OK);
-    ag_span *c = ag_heap_take(&h, 1024);
+    fheap f;
+    fheap_open(&f, 512, 512, UINT64_MAX);
+    assert_int_equal(ag_heap_grow(&f.h, 8192), AG_OK);
+    assert_int_equal(ag_heap_reserve(&f.h), AG_OK);
+    ag_span *a = ag_heap_take(&f.h, 1024);
+    assert_int_equal(ag_heap_reserve(&f.h), AG_OK);
+    ag_span *b = ag_heap_take(&f.h, 2048);
+    assert_int_equal(ag_heap_reserve(&f.h), AG_OK);
+    ag_span *c = ag_heap_take(&f.h, 1024);
     assert_non_null(a);
     assert_non_null(b);
     assert_non_null(c);
     /* split: consecutive pieces of one region */
     assert_int_equal(b->addr, a->addr + 1024);
     assert_int_equal(c->addr, b->addr + 2048);
-    assert_int_equal(h.used, 4096);
-    assert_true(ag_heap_check(&h));
+    assert_int_equal(f.h.used, 4096);
+    assert_true(ag_heap_check(&f.h));
     /* freeing the middle leaves a hole that an exact request refills */
-    ag_heap_put(&h, b);
-    assert_true(ag_heap_check(&h));
-    assert_int_equal(ag_heap_reserve(&h), AG_OK);
-    ag_span *b2 = ag_heap_take(&h, 2048);
+    ag_heap_put(&f.h, b);
+    assert_true(ag_heap_check(&f.h));
+    assert_int_equal(ag_heap_reserve(&f.h), AG_OK);
+    ag_span *b2 = ag_heap_take(&f.h, 2048);
     assert_int_equal(b2->addr, a->addr + 1024);
     /* a request larger than the hole goes to the tail */
-    ag_heap_put(&h, b2);
-    assert_int_equal(ag_heap_reserve(&h), AG_OK);
-    ag_span *d = ag_heap_take(&h, 3072);
+    ag_heap_put(&f.h, b2);
+    assert_int_equal(ag_heap_reserve(&f.h), AG_OK);
+    ag_span *d = ag_heap_take(&f.h, 3072);
     assert_int_equal(d->addr, c->addr + 1024);
     /* merge: freeing a then c joins a, the hole and c into one span */
-    ag_heap_put(&h, a);
-    ag_heap_put(&h, c);
-    assert_true(ag_heap_check(&h));
-    assert_int_equal(ag_heap_reserve(&h), AG_OK);
-    ag_span *e = ag_heap_take(&h, 4096);
+    ag_heap_put(&f.h, a);
+    ag_heap_put(&f.h, c);
+    assert_true(ag_heap_check(&f.h));
+    assert_int_equal(ag_heap_reserve(&f.h), AG_OK);
+    ag_span *e = ag_heap_take(&f.h, 4096);
     assert_int_equal(e->addr, a->addr);
     /* trim returns nothing while a span is taken, the region once all is free */
-    assert_int_equal(ag_heap_trim(&h), 0);
-    ag_heap_put(&h, d);
-    ag_heap_put(&h, e);
-    assert_true(ag_heap_check(&h));
-    assert_int_equal(ag_heap_trim(&h), 8192);
-    assert_int_equal(fb.live, 0);
-    assert_int_equal(h.reserved, 0);
-    ag_heap_destroy(&h);
-    ag_ctx_destroy(ctx);
+    assert_int_equal(ag_heap_trim(&f.h), 0);
+    ag_heap_put(&f.h, d);
+    ag_heap_put(&f.h, e);
+    assert_true(ag_heap_check(&f.h));
+    assert_int_equal(ag_heap_trim(&f.h), 8192);
+    assert_int_equal(f.fb.live, 0);
+    assert_int_equal(f.h.reserved, 0);
+    fheap_close(&f);
 }
 
 static void test_heap_max_split(void **state)
 {
     (void)state;
-    ag_ctx *ctx = agtest_ctx();
-    fake_backing fb = {0};
-    ag_heap h;
+    fheap f;
     /* spans of 64 KiB or more are never split nor given to smaller requests */
-    ag_heap_init(&h, ctx, 512, 512, 65536, fake_grow, fake_release, &fb, false);
-    assert_int_equal(ag_heap_grow(&h, 131072), AG_OK);
-    assert_int_equal(ag_heap_reserve(&h), AG_OK);
-    assert_null(ag_heap_take(&h, 1024));
-    ag_span *big = ag_heap_take(&h, 100000 / 512 * 512 + 512);
+    fheap_open(&f, 512, 512, 65536);
+    assert_int_equal(ag_heap_grow(&f.h, 131072), AG_OK);
+    assert_int_equal(ag_heap_reserve(&f.h), AG_OK);
+    assert_null(ag_heap_take(&f.h, 1024));
+    ag_span *big = ag_heap_take(&f.h, 100000 / 512 * 512 + 512);
     assert_non_null(big);
     assert_int_equal(big->size, 131072); /* whole, not split */
-    ag_heap_put(&h, big);
+    ag_heap_put(&f.h, big);
     /* under pressure (or after a growth that could not stay below
      * max_split) a smaller request takes it whole */
-    assert_int_equal(ag_heap_reserve(&h), AG_OK);
-    big = ag_heap_take_any(&h, 1024);
+    assert_int_equal(ag_heap_reserve(&f.h), AG_OK);
+    big = ag_heap_take_any(&f.h, 1024);
     assert_non_null(big);
     assert_int_equal(big->size, 131072);
-    ag_heap_put(&h, big);
-    assert_true(ag_heap_check(&h));
-    ag_heap_destroy(&h);
-    assert_int_equal(fb.live, 0);
-    ag_ctx_destroy(ctx);
+    ag_heap_put(&f.h, big);
+    assert_true(ag_heap_check(&f.h));
+    fheap_close(&f);
 }
 
 /* keep: spans that large serve requests that large only (split for them);
@@ -180,40 +196,36 @@ static void test_heap_max_split(void **state)
 static void test_heap_keep_alone(void **state)
 {
     (void)state;
-    ag_ctx *ctx = agtest_ctx();
-    fake_backing fb = {0};
-    ag_heap h;
-    ag_heap_init(&h, ctx, 512, 512, UINT64_MAX, fake_grow, fake_release, &fb, false);
-    h.keep = h.alone = 65536;
-    h.slack = 0; /* exact fits only */
-    assert_int_equal(ag_heap_grow(&h, 131072), AG_OK);
-    assert_int_equal(ag_heap_reserve(&h), AG_OK);
-    assert_null(ag_heap_take(&h, 98304));
-    h.slack = 50;
-    assert_int_equal(ag_heap_reserve(&h), AG_OK);
-    assert_null(ag_heap_take(&h, 1024));  /* kept for a large request */
-    assert_null(ag_heap_take(&h, 65536)); /* twice its size: too large */
-    ag_span *big = ag_heap_take(&h, 98304); /* 128 KiB < 1.5 x 96 KiB */
+    fheap f;
+    fheap_open(&f, 512, 512, UINT64_MAX);
+    f.h.keep = f.h.alone = 65536;
+    f.h.slack = 0; /* exact fits only */
+    assert_int_equal(ag_heap_grow(&f.h, 131072), AG_OK);
+    assert_int_equal(ag_heap_reserve(&f.h), AG_OK);
+    assert_null(ag_heap_take(&f.h, 98304));
+    f.h.slack = 50;
+    assert_int_equal(ag_heap_reserve(&f.h), AG_OK);
+    assert_null(ag_heap_take(&f.h, 1024));  /* kept for a large request */
+    assert_null(ag_heap_take(&f.h, 65536)); /* twice its size: too large */
+    ag_span *big = ag_heap_take(&f.h, 98304); /* 128 KiB < 1.5 x 96 KiB */
     assert_non_null(big);
     assert_int_equal(big->size, 98304); /* split for it */
-    assert_true(ag_heap_check(&h));
+    assert_true(ag_heap_check(&f.h));
     /* the 32 KiB remainder is below keep: a small request takes it */
-    assert_int_equal(ag_heap_reserve(&h), AG_OK);
-    ag_span *small = ag_heap_take(&h, 1024);
+    assert_int_equal(ag_heap_reserve(&f.h), AG_OK);
+    ag_span *small = ag_heap_take(&f.h, 1024);
     assert_non_null(small);
     assert_int_equal(small->addr, big->addr + 98304);
-    ag_heap_put(&h, small);
-    ag_heap_put(&h, big);
+    ag_heap_put(&f.h, small);
+    ag_heap_put(&f.h, big);
     /* without the rules the same spans serve anything */
-    h.keep = h.alone = UINT64_MAX;
-    assert_int_equal(ag_heap_reserve(&h), AG_OK);
-    small = ag_heap_take(&h, 1024);
+    f.h.keep = f.h.alone = UINT64_MAX;
+    assert_int_equal(ag_heap_reserve(&f.h), AG_OK);
+    small = ag_heap_take(&f.h, 1024);
     assert_non_null(small);
-    ag_heap_put(&h, small);
-    assert_true(ag_heap_check(&h));
-    ag_heap_destroy(&h);
-    assert_int_equal(fb.live, 0);
-    ag_ctx_destroy(ctx);
+    ag_heap_put(&f.h, small);
+    assert_true(ag_heap_check(&f.h));
+    fheap_close(&f);
 }
 
 /* A span of exactly max_split bytes is "that large": a smaller request
@@ -223,28 +235,24 @@ static void test_heap_keep_alone(void **state)
 static void test_heap_max_split_exact(void **state)
 {
     (void)state;
-    ag_ctx *ctx = agtest_ctx();
-    fake_backing fb = {0};
-    ag_heap h;
-    ag_heap_init(&h, ctx, 512, 512, 65536, fake_grow, fake_release, &fb, false);
-    assert_int_equal(ag_heap_grow(&h, 65536), AG_OK);
-    assert_int_equal(ag_heap_reserve(&h), AG_OK);
-    assert_null(ag_heap_take(&h, 1024));
-    assert_null(ag_heap_take(&h, 65536 - 512));
-    ag_span *s = ag_heap_take_any(&h, 1024);
+    fheap f;
+    fheap_open(&f, 512, 512, 65536);
+    assert_int_equal(ag_heap_grow(&f.h, 65536), AG_OK);
+    assert_int_equal(ag_heap_reserve(&f.h), AG_OK);
+    assert_null(ag_heap_take(&f.h, 1024));
+    assert_null(ag_heap_take(&f.h, 65536 - 512));
+    ag_span *s = ag_heap_take_any(&f.h, 1024);
     assert_non_null(s);
     assert_int_equal(s->size, 65536); /* whole */
-    ag_heap_put(&h, s);
-    assert_int_equal(ag_heap_reserve(&h), AG_OK);
-    s = ag_heap_take(&h, 65536);
+    ag_heap_put(&f.h, s);
+    assert_int_equal(ag_heap_reserve(&f.h), AG_OK);
+    s = ag_heap_take(&f.h, 65536);
     assert_non_null(s);
     assert_int_equal(s->size, 65536);
-    ag_heap_put(&h, s);
-    assert_true(ag_heap_check(&h));
-    ag_heap_destroy(&h);
-    assert_int_equal(fb.live, 0);
-    assert_int_equal(fb.grows, 1);
-    ag_ctx_destroy(ctx);
+    ag_heap_put(&f.h, s);
+    assert_true(ag_heap_check(&f.h));
+    fheap_close(&f);
+    assert_int_equal(f.fb.grows, 1);
 }
 
 /* A free span of exactly keep bytes still serves a request of exactly
@@ -252,22 +260,18 @@ static void test_heap_max_split_exact(void **state)
 static void test_heap_keep_exact(void **state)
 {
     (void)state;
-    ag_ctx *ctx = agtest_ctx();
-    fake_backing fb = {0};
-    ag_heap h;
-    ag_heap_init(&h, ctx, 512, 512, UINT64_MAX, fake_grow, fake_release, &fb, false);
-    h.keep = 65536;
-    assert_int_equal(ag_heap_grow(&h, 65536), AG_OK);
-    assert_int_equal(ag_heap_reserve(&h), AG_OK);
-    assert_null(ag_heap_take(&h, 65536 - 512));
-    ag_span *s = ag_heap_take(&h, 65536);
+    fheap f;
+    fheap_open(&f, 512, 512, UINT64_MAX);
+    f.h.keep = 65536;
+    assert_int_equal(ag_heap_grow(&f.h, 65536), AG_OK);
+    assert_int_equal(ag_heap_reserve(&f.h), AG_OK);
+    assert_null(ag_heap_take(&f.h, 65536 - 512));
+    ag_span *s = ag_heap_take(&f.h, 65536);
     assert_non_null(s);
     assert_int_equal(s->size, 65536);
-    ag_heap_put(&h, s);
-    assert_true(ag_heap_check(&h));
-    ag_heap_destroy(&h);
-    assert_int_equal(fb.live, 0);
-    ag_ctx_destroy(ctx);
+    ag_heap_put(&f.h, s);
+    assert_true(ag_heap_check(&f.h));
+    fheap_close(&f);
 }
 
 /* A remainder of exactly split_min bytes is worth keeping: it is split off
@@ -275,31 +279,27 @@ static void test_heap_keep_exact(void **state)
 static void test_heap_split_min_exact(void **state)
 {
     (void)state;
-    ag_ctx *ctx = agtest_ctx();
-    fake_backing fb = {0};
-    ag_heap h;
-    ag_heap_init(&h, ctx, 512, 1024, UINT64_MAX, fake_grow, fake_release, &fb, false);
-    assert_int_equal(ag_heap_grow(&h, 4096), AG_OK);
-    assert_int_equal(ag_heap_reserve(&h), AG_OK);
-    ag_span *a = ag_heap_take(&h, 3072);
+    fheap f;
+    fheap_open(&f, 512, 1024, UINT64_MAX);
+    assert_int_equal(ag_heap_grow(&f.h, 4096), AG_OK);
+    assert_int_equal(ag_heap_reserve(&f.h), AG_OK);
+    ag_span *a = ag_heap_take(&f.h, 3072);
     assert_non_null(a);
     assert_int_equal(a->size, 3072);
-    assert_int_equal(ag_heap_reserve(&h), AG_OK);
-    ag_span *b = ag_heap_take(&h, 1024);
+    assert_int_equal(ag_heap_reserve(&f.h), AG_OK);
+    ag_span *b = ag_heap_take(&f.h, 1024);
     assert_non_null(b);
     assert_int_equal(b->addr, a->addr + 3072);
     /* a smaller remainder stays with the span it was cut from */
-    ag_heap_put(&h, b);
-    assert_int_equal(ag_heap_reserve(&h), AG_OK);
-    b = ag_heap_take(&h, 512);
+    ag_heap_put(&f.h, b);
+    assert_int_equal(ag_heap_reserve(&f.h), AG_OK);
+    b = ag_heap_take(&f.h, 512);
     assert_int_equal(b->size, 1024);
-    ag_heap_put(&h, b);
-    ag_heap_put(&h, a);
-    assert_true(ag_heap_check(&h));
-    assert_int_equal(fb.grows, 1);
-    ag_heap_destroy(&h);
-    assert_int_equal(fb.live, 0);
-    ag_ctx_destroy(ctx);
+    ag_heap_put(&f.h, b);
+    ag_heap_put(&f.h, a);
+    assert_true(ag_heap_check(&f.h));
+    assert_int_equal(f.fb.grows, 1);
+    fheap_close(&f);
 }
 
 /* Best fit breaks ties by address: of two free spans of the same size,
@@ -308,32 +308,29 @@ static void test_heap_split_min_exact(void **state)
 static void test_heap_best_fit_lowest(void **state)
 {
     (void)state;
-    ag_ctx *ctx = agtest_ctx();
-    fake_backing fb = {0};
-    ag_heap h;
-    ag_heap_init(&h, ctx, 512, 512, UINT64_MAX, fake_grow, fake_release, &fb, false);
-    assert_int_equal(ag_heap_grow(&h, 8192), AG_OK);
+    fheap f;
+    fheap_open(&f, 512, 512, UINT64_MAX);
+    assert_int_equal(ag_heap_grow(&f.h, 8192), AG_OK);
     ag_span *p[4];
     static const uint64_t sz[4] = {2048, 1024, 2048, 3072};
     for (int k = 0; k < 4; k++) {
-        assert_int_equal(ag_heap_reserve(&h), AG_OK);
-        p[k] = ag_heap_take(&h, sz[k]);
+        assert_int_equal(ag_heap_reserve(&f.h), AG_OK);
+        p[k] = ag_heap_take(&f.h, sz[k]);
         assert_non_null(p[k]);
     }
     uintptr_t lo = p[0]->addr;
-    ag_heap_put(&h, p[0]);
-    ag_heap_put(&h, p[2]);
-    assert_int_equal(ag_heap_reserve(&h), AG_OK);
-    ag_span *t = ag_heap_take(&h, 1536);
+    ag_heap_put(&f.h, p[0]);
+    ag_heap_put(&f.h, p[2]);
+    assert_int_equal(ag_heap_reserve(&f.h), AG_OK);
+    ag_span *t = ag_heap_take(&f.h, 1536);
     assert_non_null(t);
     assert_int_equal(t->addr, lo);
-    ag_heap_put(&h, t);
-    ag_heap_put(&h, p[1]);
-    ag_heap_put(&h, p[3]);
-    assert_true(ag_heap_check(&h));
-    assert_int_equal(ag_heap_trim(&h), 8192);
-    ag_heap_destroy(&h);
-    ag_ctx_destroy(ctx);
+    ag_heap_put(&f.h, t);
+    ag_heap_put(&f.h, p[1]);
+    ag_heap_put(&f.h, p[3]);
+    assert_true(ag_heap_check(&f.h));
+    assert_int_equal(ag_heap_trim(&f.h), 8192);
+    fheap_close(&f);
 }
 
 static void test_bins(void **state)
@@ -754,6 +751,244 @@ static void test_oversize_waste(void **state)
     }
 }
 
+/* An exact fit ends the search in its bin: of two free spans of exactly
+ * the request's size, the one freed last (the bin's head) serves, whatever
+ * the addresses; ties by address are broken among larger spans only, so
+ * that an exact bin is never scanned. */
+static void test_heap_exact_fit_first(void **state)
+{
+    (void)state;
+    fheap f;
+    fheap_open(&f, 512, 512, UINT64_MAX);
+    assert_int_equal(ag_heap_grow(&f.h, 8192), AG_OK);
+    ag_span *p[4];
+    static const uint64_t sz[4] = {1024, 1024, 1024, 5120};
+    for (int k = 0; k < 4; k++) {
+        assert_int_equal(ag_heap_reserve(&f.h), AG_OK);
+        p[k] = ag_heap_take(&f.h, sz[k]);
+        assert_non_null(p[k]);
+    }
+    uintptr_t lo = p[0]->addr, hi = p[2]->addr;
+    ag_heap_put(&f.h, p[0]);
+    ag_heap_put(&f.h, p[2]); /* freed last, at the higher address */
+    assert_int_equal(ag_heap_reserve(&f.h), AG_OK);
+    ag_span *t = ag_heap_take(&f.h, 1024);
+    assert_non_null(t);
+    assert_int_equal(t->addr, hi);
+    assert_int_equal(ag_heap_reserve(&f.h), AG_OK);
+    ag_span *u = ag_heap_take(&f.h, 1024);
+    assert_non_null(u);
+    assert_int_equal(u->addr, lo);
+    /* a free first span with taken ones after it: the region stays */
+    ag_heap_put(&f.h, u);
+    assert_int_equal(ag_heap_trim(&f.h), 0);
+    assert_int_equal(f.fb.releases, 0);
+    ag_heap_put(&f.h, t);
+    ag_heap_put(&f.h, p[1]);
+    ag_heap_put(&f.h, p[3]);
+    assert_true(ag_heap_check(&f.h));
+    assert_int_equal(ag_heap_trim(&f.h), 8192);
+    assert_int_equal(f.fb.releases, 1);
+    fheap_close(&f);
+}
+
+/* Span nodes a heap can hand out without allocating: its given-back list
+ * and the untouched rest of its newest chunk. */
+static uint32_t count_spare_nodes(const ag_heap *h)
+{
+    uint32_t n = h->nfresh;
+    for (const ag_span *s = h->spare; s; s = s->fnext)
+        n++;
+    return n;
+}
+
+/* nspare counts exactly the nodes a heap holds in reserve, across chunks:
+ * the newest chunk's last node joins the given-back ones when a new chunk
+ * comes, counted once; and a reserve leaves two nodes, as a growth takes
+ * two (the region's and the cut's).  (With one short, a growth runs out of
+ * nodes.)  A region of 200 quanta cut one quantum at a time needs three
+ * chunks of 64 nodes; the growth beside it, with one node left, a fourth. */
+static void test_heap_node_count(void **state)
+{
+    (void)state;
+    fheap f;
+    fheap_open(&f, 512, 512, UINT64_MAX);
+    assert_int_equal(ag_heap_grow(&f.h, 200u * 512u), AG_OK);
+    assert_int_equal(f.h.nspare, 63);
+    ag_span *p[190];
+    for (int k = 0; k < 190; k++) {
+        assert_int_equal(ag_heap_reserve(&f.h), AG_OK);
+        assert_int_equal(f.h.nspare, count_spare_nodes(&f.h));
+        p[k] = ag_heap_take(&f.h, 512);
+        assert_non_null(p[k]);
+        assert_int_equal(f.h.nspare, count_spare_nodes(&f.h));
+        if (k == 149) {
+            assert_int_equal(f.h.nchunks, 3);
+            assert_int_equal(f.h.nspare, 3u * 64u - 1u - 150u); /* the region's node and one per cut */
+        }
+    }
+    /* the reserve before the last cut found two nodes: one is left */
+    assert_int_equal(f.h.nchunks, 3);
+    assert_int_equal(f.h.nspare, 1);
+    ag_span *g = NULL;
+    assert_int_equal(ag_heap_grow_take(&f.h, 4096, 512, &g), AG_OK);
+    assert_int_equal(g->size, 512);
+    assert_int_equal(f.h.nchunks, 4);
+    assert_int_equal(f.h.nspare, 1u + 64u - 2u);
+    assert_int_equal(f.h.nspare, count_spare_nodes(&f.h));
+    ag_heap_put(&f.h, g);
+    for (int k = 0; k < 190; k++)
+        ag_heap_put(&f.h, p[k]);
+    assert_int_equal(f.h.nspare, 4u * 64u - 2u); /* one node a region */
+    assert_int_equal(f.h.nspare, count_spare_nodes(&f.h));
+    assert_true(ag_heap_check(&f.h));
+    assert_int_equal(ag_heap_trim(&f.h), 200u * 512u + 4096u);
+    fheap_close(&f);
+    assert_int_equal(f.fb.grows, 2);
+}
+
+/* A request whose growth is exactly the waste limit (size + over_waste)
+ * still takes a span of that growth: a span no larger than what the owner
+ * grows for a request always serves it again.  max_split 64 KiB, growth in
+ * 4 KiB, over_waste 512 B: a request of 67.5 KiB grows 68 KiB, exactly
+ * its size plus over_waste. */
+static void test_heap_growth_at_waste_limit(void **state)
+{
+    (void)state;
+    fheap f;
+    fheap_open(&f, 512, 512, 65536);
+    ag_heap_set_growth(&f.h, 4096, 4096);
+    f.h.over_waste = 512;
+    const uint64_t want = 65536 + 3584, grown = 69632;
+    assert_int_equal(ag_round_up(want, 4096), grown);
+    assert_int_equal(ag_heap_grow(&f.h, grown), AG_OK);
+    assert_int_equal(ag_heap_reserve(&f.h), AG_OK);
+    ag_span *s = ag_heap_take(&f.h, want);
+    assert_non_null(s);
+    assert_int_equal(s->size, grown); /* whole: past max_split */
+    ag_heap_put(&f.h, s);
+    /* 4 KiB less grows 64 KiB: 68 KiB wastes more than over_waste for it */
+    assert_int_equal(ag_heap_reserve(&f.h), AG_OK);
+    assert_null(ag_heap_take(&f.h, want - 4096));
+    assert_true(ag_heap_check(&f.h));
+    fheap_close(&f);
+    assert_int_equal(f.fb.grows, 1);
+}
+
+/* A free L1 span of large_alone bytes is kept for requests that large only
+ * when large_alone exceeds l1_segment; at exactly l1_segment (2 MiB) a
+ * small region is cut from it: no device call. */
+static void test_l1_keep_at_segment(void **state)
+{
+    (void)state;
+    ag_alloc_config c;
+    ag_alloc_config_default(&c);
+    c.large_alone = c.l1_segment;
+    fix f;
+    fix_open_cfg(&f, 2, AG_ALLOC_MULTI, 0, &c);
+    assert_int_equal(f.a->l1.keep, UINT64_MAX);
+    f.a->cfg.l1_cache_limit = 64u << 20; /* the clean gives the region to L1, which keeps it */
+    ag_block *g = xmalloc(&f, 0, 2u << 20);
+    uintptr_t lo = (uintptr_t)ag_block_ptr(g);
+    assert_int_equal(ag_alloc_free(f.a, g, 0), AG_OK);
+    assert_int_equal(ag_alloc_sync(f.a, AG_SYNC_CLEAN), AG_OK);
+    assert_int_equal(ag_heap_cached(&f.a->l1), 2u << 20);
+    ag_block *small = xmalloc(&f, 1, 4096);
+    uintptr_t p = (uintptr_t)ag_block_ptr(small);
+    assert_true(p >= lo && p < lo + (2u << 20));
+    ag_alloc_stats s = stats(f.a);
+    assert_int_equal(s.device_allocs, 1);
+    assert_int_equal(s.reserved, 2u << 20);
+    assert_int_equal(ag_heap_cached(&f.a->l1), (2u << 20) - (256u << 10));
+    assert_int_equal(ag_alloc_free(f.a, small, 1), AG_OK);
+    fix_close(&f);
+}
+
+/* Trim and retry trims L1 before the pools give their regions back: a
+ * segment L1 cached goes to the device even when a pool region serves
+ * the retry.  A 24 MiB device: L1 caches a 4 MiB segment, stream 0's pool
+ * a 16 MiB region; stream 1's 6 MiB region does not fit beside them. */
+static void test_retry_trims_l1_first(void **state)
+{
+    (void)state;
+    fix f;
+    fix_open(&f, 2, AG_ALLOC_MULTI, 24u << 20);
+    f.a->cfg.l1_cache_limit = 64u << 20;
+    ag_block *a = xmalloc(&f, 0, 3u << 20);
+    assert_int_equal(ag_alloc_free(f.a, a, 0), AG_OK);
+    assert_int_equal(ag_alloc_sync(f.a, AG_SYNC_CLEAN), AG_OK);
+    f.a->cfg.l1_cache_limit = UINT64_MAX;
+    assert_int_equal(ag_heap_cached(&f.a->l1), 4u << 20);
+    ag_block *big = xmalloc(&f, 0, 16u << 20);
+    void *p = ag_block_ptr(big);
+    assert_int_equal(ag_alloc_free(f.a, big, 0), AG_OK);
+    ag_alloc_stats s = stats(f.a);
+    assert_int_equal(s.reserved, 20u << 20);
+    assert_int_equal(s.device_allocs, 2);
+    ag_block *c = xmalloc(&f, 1, 5u << 20);
+    s = stats(f.a);
+    assert_ptr_equal(ag_block_ptr(c), p); /* cut from the pool's region, in L1 now */
+    assert_int_equal(s.retries, 1);
+    assert_int_equal(s.device_allocs, 2);
+    assert_int_equal(s.device_frees, 1); /* L1's 4 MiB segment */
+    assert_int_equal(s.reserved, 16u << 20);
+    assert_int_equal(ag_heap_cached(&f.a->l1), 10u << 20);
+    assert_int_equal(ag_alloc_free(f.a, c, 1), AG_OK);
+    fix_close(&f);
+}
+
+/* Under pressure L1's retry takes any free span, the keep rule aside: on a
+ * 24 MiB device stream 0's pool holds a free 24 MiB region, and stream 1's
+ * 4 MiB region, which the device refuses, is cut from it once the pool
+ * gives it to L1 (a span of large_alone or more, kept from smaller
+ * requests otherwise), instead of the segment going to the device. */
+static void test_retry_ignores_keep(void **state)
+{
+    (void)state;
+    fix f;
+    fix_open(&f, 2, AG_ALLOC_MULTI, 24u << 20);
+    ag_block *a = xmalloc(&f, 0, 24u << 20);
+    void *p = ag_block_ptr(a);
+    assert_int_equal(ag_alloc_free(f.a, a, 0), AG_OK);
+    ag_block *c = xmalloc(&f, 1, 4u << 20);
+    ag_alloc_stats s = stats(f.a);
+    assert_ptr_equal(ag_block_ptr(c), p);
+    assert_int_equal(s.retries, 1);
+    assert_int_equal(s.device_allocs, 1);
+    assert_int_equal(s.device_frees, 0);
+    assert_int_equal(s.reserved, 24u << 20);
+    assert_int_equal(ag_heap_cached(&f.a->l1), 20u << 20);
+    assert_int_equal(ag_alloc_free(f.a, c, 1), AG_OK);
+    fix_close(&f);
+}
+
+/* L1 gives a span of max_split or more only to a request that wastes less
+ * than large_region of it, as the pools do: without steal (no keep or
+ * alone rule in L1) a 200 MiB segment the clean gave to L1 does not serve
+ * a 40 MiB request whole; the device grows. */
+static void test_l1_oversize_waste(void **state)
+{
+    (void)state;
+    ag_alloc_config c;
+    ag_alloc_config_default(&c);
+    c.max_split = 32u << 20;
+    c.steal = 0;
+    fix f;
+    fix_open_cfg(&f, 1, AG_ALLOC_MULTI, 0, &c);
+    ag_block *big = xmalloc(&f, 0, 200u << 20);
+    assert_int_equal(ag_alloc_free(f.a, big, 0), AG_OK);
+    assert_int_equal(ag_alloc_sync(f.a, AG_SYNC_CLEAN), AG_OK);
+    assert_int_equal(ag_heap_cached(&f.a->l1), 200u << 20);
+    ag_block *mid = xmalloc(&f, 0, 40u << 20);
+    assert_int_equal(ag_block_size(mid), 40u << 20);
+    ag_alloc_stats s = stats(f.a);
+    assert_int_equal(s.device_allocs, 2);
+    assert_int_equal(s.reserved, 240u << 20);
+    assert_int_equal(ag_heap_cached(&f.a->l1), 200u << 20);
+    assert_int_equal(ag_alloc_free(f.a, mid, 0), AG_OK);
+    fix_close(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -778,6 +1013,13 @@ int main(void)
         cmocka_unit_test(test_growth_serves_again),
         cmocka_unit_test(test_move_keeps_max_split),
         cmocka_unit_test(test_host_oom_in_growth),
+        cmocka_unit_test(test_heap_exact_fit_first),
+        cmocka_unit_test(test_heap_node_count),
+        cmocka_unit_test(test_heap_growth_at_waste_limit),
+        cmocka_unit_test(test_l1_keep_at_segment),
+        cmocka_unit_test(test_retry_trims_l1_first),
+        cmocka_unit_test(test_retry_ignores_keep),
+        cmocka_unit_test(test_l1_oversize_waste),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -318,6 +318,197 @@ static void test_alone_round(void **state)
     }
 }
 
+/* A move never takes a region of the growing pool itself: its own free
+ * region refused by the alone bound (30 MiB + 64 KiB for 20 MiB + 512 B,
+ * more than large_slack above it) stays where it is, though it is within
+ * the move's limit for the request's 20 MiB + 64 KiB region; the device
+ * grows. */
+static void test_move_skips_own_pool(void **state)
+{
+    (void)state;
+    fix f;
+    fix_open(&f, 1, AG_ALLOC_MULTI, 0);
+    const uint64_t own = (30u << 20) + (64u << 10);
+    ag_block *a = xmalloc(&f, 0, own);
+    void *pa = ag_block_ptr(a);
+    assert_int_equal(ag_alloc_free(f.a, a, 0), AG_OK);
+    ag_block *b = xmalloc(&f, 0, (20u << 20) + 512u);
+    ag_alloc_stats s = stats(f.a);
+    assert_ptr_not_equal(ag_block_ptr(b), pa);
+    assert_int_equal(s.regions_moved, 0);
+    assert_int_equal(s.regions_gathered, 0);
+    assert_int_equal(s.device_allocs, 2);
+    assert_int_equal(s.reserved, own + (20u << 20) + (64u << 10));
+    assert_int_equal(ag_heap_cached(&f.a->st[0].pool[AG_POOL_LARGE]), own);
+    assert_int_equal(ag_alloc_free(f.a, b, 0), AG_OK);
+    fix_close(&f);
+}
+
+/* The smallest bin holding a region that needs no event ends the search:
+ * stream 1's idle 4 MiB + 64 KiB region serves stream 0's request of that
+ * size, not stream 0's own free small region of 5 MiB in the next bin
+ * (small regions of 5 MiB: small_size 4 MiB, small_region 40 MiB). */
+static void test_move_nearest_idle(void **state)
+{
+    (void)state;
+    ag_alloc_config c;
+    ag_alloc_config_default(&c);
+    c.small_size = 4u << 20;
+    c.small_region = 40u << 20;
+    c.large_round = 64u << 10;
+    const uint64_t want = (4u << 20) + (64u << 10);
+    fix f;
+    fix_open_cfg(&f, 2, AG_ALLOC_MULTI, 0, &c);
+    ag_block *x = xmalloc(&f, 1, want);
+    void *px = ag_block_ptr(x);
+    ag_block *own = xmalloc(&f, 0, 1u << 20);
+    assert_int_equal(ag_alloc_free(f.a, x, 1), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, own, 0), AG_OK);
+    assert_int_equal(ag_alloc_sync(f.a, AG_SYNC_LAST), AG_OK);
+    assert_int_equal(ag_alloc_sync(f.a, AG_SYNC_CLEAN), AG_OK);
+    assert_int_equal(ag_heap_cached(&f.a->st[0].pool[AG_POOL_SMALL]), 5u << 20);
+    ag_block *b = xmalloc(&f, 0, want);
+    ag_alloc_stats s = stats(f.a);
+    assert_ptr_equal(ag_block_ptr(b), px);
+    assert_int_equal(ag_block_size(b), want);
+    assert_int_equal(s.regions_moved, 1);
+    assert_int_equal(s.region_waits, 0); /* idle since the clean */
+    assert_int_equal(s.device_allocs, 2);
+    assert_int_equal(ag_heap_cached(&f.a->st[0].pool[AG_POOL_SMALL]), 5u << 20);
+    assert_int_equal(ag_alloc_free(f.a, b, 0), AG_OK);
+    fix_close(&f);
+}
+
+/* A move stays below max_split for a smaller request also when its limit
+ * (the size asked plus one L1 segment) is exactly max_split: a free 4 MiB
+ * region of stream 1 (max_split 4 MiB) is not given whole to stream 0's
+ * 2 MiB request. */
+static void test_move_max_split_exact(void **state)
+{
+    (void)state;
+    ag_alloc_config c;
+    ag_alloc_config_default(&c);
+    c.max_split = 4u << 20;
+    fix f;
+    fix_open_cfg(&f, 2, AG_ALLOC_MULTI, 0, &c);
+    ag_block *x = xmalloc(&f, 1, 4u << 20);
+    void *px = ag_block_ptr(x);
+    assert_int_equal(ag_alloc_free(f.a, x, 1), AG_OK);
+    ag_block *y = xmalloc(&f, 0, 2u << 20);
+    ag_alloc_stats s = stats(f.a);
+    assert_ptr_not_equal(ag_block_ptr(y), px);
+    assert_int_equal(ag_block_size(y), 2u << 20);
+    assert_int_equal(s.regions_moved, 0);
+    assert_int_equal(s.reserved, 6u << 20);
+    assert_int_equal(ag_alloc_free(f.a, y, 0), AG_OK);
+    fix_close(&f);
+}
+
+/* A move to a request of max_split or more wastes less than large_region:
+ * with large_slack 100% a 20 MiB request (max_split 16 MiB) would take up
+ * to 40 MiB, but a free 40 MiB region wastes exactly large_region (20 MiB)
+ * and stays; the gather gives it to L1, which does not serve it either. */
+static void test_move_oversize_waste_exact(void **state)
+{
+    (void)state;
+    ag_alloc_config c;
+    ag_alloc_config_default(&c);
+    c.max_split = 16u << 20;
+    c.large_slack = 100;
+    fix f;
+    fix_open_cfg(&f, 2, AG_ALLOC_MULTI, 0, &c);
+    ag_block *x = xmalloc(&f, 1, 40u << 20);
+    void *px = ag_block_ptr(x);
+    assert_int_equal(ag_alloc_free(f.a, x, 1), AG_OK);
+    ag_block *y = xmalloc(&f, 0, 20u << 20);
+    ag_alloc_stats s = stats(f.a);
+    assert_ptr_not_equal(ag_block_ptr(y), px);
+    assert_int_equal(ag_block_size(y), 20u << 20);
+    assert_int_equal(s.regions_moved, 0);
+    assert_int_equal(s.regions_gathered, 1);
+    assert_int_equal(s.reserved, 60u << 20);
+    assert_int_equal(ag_heap_cached(&f.a->l1), 40u << 20);
+    assert_int_equal(ag_alloc_free(f.a, y, 0), AG_OK);
+    fix_close(&f);
+}
+
+/* A move to a request of large_alone or more takes no region of
+ * ag_fit_limit(size, large_slack) bytes or more, as the pools would not:
+ * with 64-byte pages and large_slack 1%, a 6400-byte region is just more
+ * than 1% larger than a 6336-byte request and stays with stream 1. */
+static void test_move_alone_limit_exact(void **state)
+{
+    (void)state;
+    ag_alloc_config c;
+    ag_alloc_config_default(&c);
+    c.min_block = 64;
+    c.page_size = 64;
+    c.l1_segment = 64; /* L1 grows by the request alone */
+    c.small_size = 1024;
+    c.large_alone = 4096;
+    c.large_slack = 1;
+    c.alone_round = 64;
+    assert_int_equal(ag_fit_limit(6336, 1), 6400);
+    fix f;
+    fix_open_cfg(&f, 2, AG_ALLOC_MULTI, 0, &c);
+    ag_block *x = xmalloc(&f, 1, 6400);
+    void *px = ag_block_ptr(x);
+    assert_int_equal(ag_alloc_free(f.a, x, 1), AG_OK);
+    ag_block *y = xmalloc(&f, 0, 6336);
+    ag_alloc_stats s = stats(f.a);
+    assert_ptr_not_equal(ag_block_ptr(y), px);
+    assert_int_equal(ag_block_size(y), 6336);
+    assert_int_equal(s.regions_moved, 0);
+    assert_int_equal(s.device_allocs, 2);
+    assert_int_equal(s.reserved, 6400 + 6336);
+    assert_int_equal(ag_alloc_free(f.a, y, 0), AG_OK);
+    fix_close(&f);
+}
+
+/* A region moves only when L1 caches less than the region: with exactly
+ * the region cached (the 256 KiB tail of L1's first 512 KiB segment) L1
+ * serves it, and stream 1's free region of that size stays. */
+static void test_move_l1_holds_exact(void **state)
+{
+    (void)state;
+    fix f;
+    fix_open(&f, 2, AG_ALLOC_MULTI, 0);
+    ag_block *x = xmalloc(&f, 1, 128u << 10); /* a 256 KiB small region */
+    void *px = ag_block_ptr(x);
+    assert_int_equal(ag_heap_cached(&f.a->l1), 256u << 10);
+    assert_int_equal(ag_alloc_free(f.a, x, 1), AG_OK);
+    ag_block *y = xmalloc(&f, 0, 128u << 10);
+    ag_alloc_stats s = stats(f.a);
+    assert_int_equal((uintptr_t)ag_block_ptr(y), (uintptr_t)px + (256u << 10));
+    assert_int_equal(s.regions_moved, 0);
+    assert_int_equal(s.region_waits, 0);
+    assert_int_equal(s.device_allocs, 1);
+    assert_int_equal(ag_heap_cached(&f.a->l1), 0);
+    assert_int_equal(ag_heap_cached(&f.a->st[1].pool[AG_POOL_SMALL]), 256u << 10);
+    assert_int_equal(ag_alloc_free(f.a, y, 0), AG_OK);
+    fix_close(&f);
+}
+
+/* A request of exactly large_alone is alone: its region is rounded to
+ * alone_round (64 KiB), not to large_round (4 MiB here): 10 MiB reserves
+ * 10 MiB, not 12 MiB. */
+static void test_alone_round_exact(void **state)
+{
+    (void)state;
+    ag_alloc_config c;
+    ag_alloc_config_default(&c);
+    c.large_round = 4u << 20;
+    fix f;
+    fix_open_cfg(&f, 1, AG_ALLOC_MULTI, 0, &c);
+    ag_block *b = xmalloc(&f, 0, c.large_alone);
+    ag_alloc_stats s = stats(f.a);
+    assert_int_equal(s.reserved, c.large_alone);
+    assert_int_equal(s.device_allocs, 1);
+    assert_int_equal(ag_heap_cached(&f.a->st[0].pool[AG_POOL_LARGE]), 0);
+    assert_int_equal(ag_alloc_free(f.a, b, 0), AG_OK);
+    fix_close(&f);
+}
+
 /* Before the device memory grows past its peak, idle free regions of the
  * pools go back to L1 and merge: two 4 MiB regions stream 1 cut from an
  * 8 MiB segment serve stream 0's 8 MiB request again, with no device call.
@@ -398,6 +589,81 @@ static void test_gather_busy(void **state)
     atomic_store(&go, 1);
     assert_int_equal(ag_dev_stream_synchronize(f.dev, f.s[1]), AG_OK);
     assert_int_equal(ag_alloc_free(f.a, g, 0), AG_OK);
+    fix_close(&f);
+}
+
+/* The gather runs for a request of gather_min bytes exactly (8 MiB). */
+static void test_gather_min_exact(void **state)
+{
+    (void)state;
+    fix f;
+    fix_open(&f, 2, AG_ALLOC_MULTI, 0);
+    f.a->cfg.gather_min = 8u << 20;
+    ag_block *x, *y;
+    void *p = cut_segment(&f, &x, &y);
+    assert_int_equal(ag_alloc_free(f.a, x, 1), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, y, 1), AG_OK);
+    ag_block *g = xmalloc(&f, 0, 8u << 20);
+    ag_alloc_stats s = stats(f.a);
+    assert_ptr_equal(ag_block_ptr(g), p);
+    assert_int_equal(s.regions_gathered, 2);
+    assert_int_equal(s.device_allocs, 1);
+    assert_int_equal(s.peak_reserved, 8u << 20);
+    assert_int_equal(ag_alloc_free(f.a, g, 0), AG_OK);
+    fix_close(&f);
+}
+
+/* The gather runs only before the device memory grows past its peak:
+ * after a peak of 16 MiB (an 8 MiB segment grown, then given back by a
+ * clean under a zero cache limit) an 8 MiB growth back to 16 MiB leaves
+ * stream 1's two free 4 MiB regions in its pool. */
+static void test_gather_at_peak(void **state)
+{
+    (void)state;
+    fix f;
+    fix_open(&f, 2, AG_ALLOC_MULTI, 0);
+    f.a->cfg.gather_min = 1u << 20;
+    ag_block *x, *y;
+    void *p = cut_segment(&f, &x, &y);
+    ag_block *z = xmalloc(&f, 0, 8u << 20);
+    assert_int_equal(ag_alloc_free(f.a, z, 0), AG_OK);
+    f.a->cfg.l1_cache_limit = 0;
+    assert_int_equal(ag_alloc_sync(f.a, AG_SYNC_CLEAN), AG_OK);
+    f.a->cfg.l1_cache_limit = UINT64_MAX;
+    ag_alloc_stats s = stats(f.a);
+    assert_int_equal(s.reserved, 8u << 20);
+    assert_int_equal(s.peak_reserved, 16u << 20);
+    assert_int_equal(ag_alloc_free(f.a, x, 1), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, y, 1), AG_OK);
+    ag_block *g = xmalloc(&f, 0, 8u << 20);
+    s = stats(f.a);
+    assert_ptr_not_equal(ag_block_ptr(g), p);
+    assert_int_equal(s.regions_gathered, 0);
+    assert_int_equal(s.device_allocs, 3);
+    assert_int_equal(s.reserved, 16u << 20);
+    assert_int_equal(s.peak_reserved, 16u << 20);
+    assert_int_equal(ag_heap_cached(&f.a->st[1].pool[AG_POOL_LARGE]), 8u << 20);
+    assert_int_equal(ag_alloc_free(f.a, g, 0), AG_OK);
+    fix_close(&f);
+}
+
+/* The gather leaves the growing pool's own free regions alone: stream 0's
+ * free 32 MiB region, refused to its 20 MiB request by the alone bound,
+ * stays in its pool (the next 32 MiB request takes it there). */
+static void test_gather_skips_growing_pool(void **state)
+{
+    (void)state;
+    fix f;
+    fix_open(&f, 1, AG_ALLOC_MULTI, 0);
+    ag_block *a = xmalloc(&f, 0, 32u << 20);
+    assert_int_equal(ag_alloc_free(f.a, a, 0), AG_OK);
+    ag_block *b = xmalloc(&f, 0, 20u << 20);
+    ag_alloc_stats s = stats(f.a);
+    assert_int_equal(s.regions_gathered, 0);
+    assert_int_equal(s.device_allocs, 2);
+    assert_int_equal(ag_heap_cached(&f.a->st[0].pool[AG_POOL_LARGE]), 32u << 20);
+    assert_int_equal(ag_heap_cached(&f.a->l1), 0);
+    assert_int_equal(ag_alloc_free(f.a, b, 0), AG_OK);
     fix_close(&f);
 }
 
@@ -498,13 +764,23 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_region_move),
         cmocka_unit_test(test_region_move_seen),
+        cmocka_unit_test(test_move_skips_own_pool),
+        cmocka_unit_test(test_move_nearest_idle),
+        cmocka_unit_test(test_move_max_split_exact),
+        cmocka_unit_test(test_move_oversize_waste_exact),
+        cmocka_unit_test(test_move_alone_limit_exact),
+        cmocka_unit_test(test_move_l1_holds_exact),
         cmocka_unit_test(test_clean_keeps_regions),
         cmocka_unit_test(test_clean_keeps_front),
         cmocka_unit_test(test_front_evicts_oldest),
         cmocka_unit_test(test_alone_bound),
         cmocka_unit_test(test_alone_round),
+        cmocka_unit_test(test_alone_round_exact),
         cmocka_unit_test(test_gather),
         cmocka_unit_test(test_gather_busy),
+        cmocka_unit_test(test_gather_min_exact),
+        cmocka_unit_test(test_gather_at_peak),
+        cmocka_unit_test(test_gather_skips_growing_pool),
         cmocka_unit_test(test_pressure_ignores_bound),
         cmocka_unit_test(test_oom_reclaim),
         cmocka_unit_test(test_clean_counts_and_front),
