@@ -120,6 +120,11 @@ ag_status ag_heap_prepare(ag_heap *h);
  * off the remainder when it is worth keeping; NULL when none fits.  Needs a
  * prior ag_heap_reserve. */
 ag_span *ag_heap_take(ag_heap *h, uint64_t size);
+/* ag_heap_take of a span of size bytes grown for a request of want bytes
+ * (want <= size; the pool region L1 cuts for it): a request of want >=
+ * alone takes no span more than slack percent larger than want, nor larger
+ * than size (its own growth). */
+ag_span *ag_heap_take_for(ag_heap *h, uint64_t size, uint64_t want);
 /* The least span size a request of size bytes does not take under the
  * alone rule: more than slack percent larger (UINT64_MAX when that does
  * not fit in 64 bits). */
@@ -414,6 +419,7 @@ struct ag_memalloc {
     uint32_t poll_tick; /* multi mode: allocations since the last poll (cfg.poll_every) */
     uint32_t grow_stream; /* the stream whose pool is growing (region moves) */
     ag_heap *grow_heap;
+    uint64_t grow_want; /* the request it grows for (the alone rule's bound) */
     bool steal_tried; /* the growing pool found no region to move: L1 need not look again */
     bool recent_kept; /* the last resource clean left the front caches as they were */
     /* The local and borrow recycle counts (statistics, never reset) at the

@@ -67,8 +67,9 @@ static bool region_idle(const ag_memalloc *a, const ag_span *s, uint32_t owner)
     return s->stamp <= a->st[owner].ev_done;
 }
 
-/* The wholly free pool region that best serves a request of size for the
- * growing pool, wasting at most the size asked or one L1 segment: of the
+/* The wholly free pool region that best serves a region of size for the
+ * growing pool (grown for a request of a->grow_want bytes), wasting at
+ * most the size asked or one L1 segment: of the
  * same stream if any (no ordering needed), else one whose owner was seen
  * past it (no ordering needed either), else the smallest (an event). */
 static ag_span *steal_pick(ag_memalloc *a, uint64_t size, uint32_t *owner)
@@ -76,8 +77,13 @@ static ag_span *steal_pick(ag_memalloc *a, uint64_t size, uint32_t *owner)
     ag_span *best = NULL;
     uint32_t best_rank = 3;
     uint64_t limit = size + (size > a->cfg.l1_segment ? size : a->cfg.l1_segment);
-    if (size >= a->cfg.large_alone)
-        limit = ag_fit_limit(size, a->cfg.large_slack) - 1u; /* as the heaps take for such a request */
+    if (size >= a->cfg.large_alone) {
+        /* as the heaps take for such a request: at most large_slack above
+         * the request itself, or its own region */
+        uint64_t want = a->grow_want >= a->cfg.large_alone ? a->grow_want : size;
+        limit = ag_fit_limit(want, a->cfg.large_slack) - 1u;
+        limit = limit < size ? size : limit;
+    }
     if (size < a->cfg.max_split && limit >= a->cfg.max_split)
         limit = a->cfg.max_split - 1u; /* nor a span never split for a smaller request */
     else if (size >= a->cfg.max_split && limit - size >= a->cfg.large_region)
@@ -178,7 +184,7 @@ static ag_status l1_take(ag_memalloc *a, uint64_t size, ag_span **out)
     ag_heap *h = &a->l1;
     AG_TRY(ag_heap_prepare(h)); /* (an AG_ENOMEM below is the device's) */
     /* L1 is mostly empty while the pools hold the memory */
-    ag_span *s = ag_heap_cached(h) >= size ? ag_heap_take(h, size) : NULL;
+    ag_span *s = ag_heap_cached(h) >= size ? ag_heap_take_for(h, size, a->grow_want) : NULL;
     if (s)
         goto done;
     if (a->cfg.steal && !a->steal_tried && (s = steal(a, size)) != NULL)
@@ -188,7 +194,7 @@ static ag_status l1_take(ag_memalloc *a, uint64_t size, ag_span **out)
          * still does not serve stays cached: giving it to the device would
          * lower this peak only for the next execution to grow it again.) */
         AG_TRY(ag_heap_reserve(h));
-        if ((s = ag_heap_take(h, size)) != NULL)
+        if ((s = ag_heap_take_for(h, size, a->grow_want)) != NULL)
             goto done;
     }
     uint64_t seg = size;
@@ -343,6 +349,7 @@ ag_status ag_pool_take(ag_memalloc *a, uint32_t stream, uint64_t size, bool trie
     ag_heap *h = &a->st[stream].pool[p];
     a->grow_stream = stream;
     a->grow_heap = h;
+    a->grow_want = size;
     AG_TRY(ag_heap_reserve(h));
     ag_span *s = tried ? NULL : ag_heap_take(h, size);
     if (!s) {

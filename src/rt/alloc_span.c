@@ -217,6 +217,11 @@ static uint64_t admit_growth(uint64_t cap, uint64_t grown)
 
 ag_span *ag_heap_take(ag_heap *h, uint64_t size)
 {
+    return ag_heap_take_for(h, size, size);
+}
+
+ag_span *ag_heap_take_for(ag_heap *h, uint64_t size, uint64_t want)
+{
     /* spans of max_split or more serve only requests whose growth is that
      * large (never split), wasting less than over_waste; spans of keep or
      * more serve only requests that
@@ -230,7 +235,8 @@ ag_span *ag_heap_take(ag_heap *h, uint64_t size)
     if (size < h->keep && h->keep < cap)
         cap = h->keep;
     if (size >= h->alone) {
-        uint64_t lim = admit_growth(ag_fit_limit(size, h->slack),
+        /* (a request below alone whose region reaches it: bound by the region) */
+        uint64_t lim = admit_growth(ag_fit_limit(want >= h->alone ? want : size, h->slack),
                                     ag_round_up(ag_round_up(size, h->alone_q), h->grow_q));
         cap = lim < cap ? lim : cap;
     }

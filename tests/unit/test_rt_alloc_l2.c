@@ -344,6 +344,43 @@ static void test_move_skips_own_pool(void **state)
     fix_close(&f);
 }
 
+/* The alone bound is the request's, not its region's: 30 MiB + 64 KiB is
+ * more than 50% above a request of 20 MiB + 512 bytes, though not above
+ * its region (20 MiB + 64 KiB, rounded to alone_round).  Such a region
+ * neither moves from another stream's pool (variant 0) nor is cut from a
+ * span L1 caches (variant 1, where a cache limit sends the pools' regions
+ * to L1 at the clean): the device grows for the request instead. */
+static void test_alone_bound_is_request(void **state)
+{
+    (void)state;
+    const uint64_t big = (30u << 20) + (64u << 10), want = (20u << 20) + 512u;
+    assert_true(big >= ag_fit_limit(want, 50));
+    assert_true(big < ag_fit_limit(want + (64u << 10) - 512u, 50));
+    for (int v = 0; v < 2; v++) {
+        ag_alloc_config c;
+        ag_alloc_config_default(&c);
+        if (v == 1)
+            c.l1_cache_limit = 1u << 30;
+        fix f;
+        fix_open_cfg(&f, 2, AG_ALLOC_MULTI, 0, &c);
+        ag_block *x = xmalloc(&f, 1, big);
+        void *px = ag_block_ptr(x);
+        assert_int_equal(ag_alloc_free(f.a, x, 1), AG_OK);
+        if (v == 1) {
+            assert_int_equal(ag_alloc_sync(f.a, AG_SYNC_CLEAN), AG_OK);
+            assert_int_equal(ag_heap_cached(&f.a->l1), big);
+        }
+        ag_block *y = xmalloc(&f, 0, want);
+        ag_alloc_stats s = stats(f.a);
+        assert_ptr_not_equal(ag_block_ptr(y), px);
+        assert_int_equal(s.regions_moved, 0);
+        assert_int_equal(s.device_allocs, 2);
+        assert_int_equal(s.reserved, big + (20u << 20) + (64u << 10));
+        assert_int_equal(ag_alloc_free(f.a, y, 0), AG_OK);
+        fix_close(&f);
+    }
+}
+
 /* The smallest bin holding a region that needs no event ends the search:
  * stream 1's idle 4 MiB + 64 KiB region serves stream 0's request of that
  * size, not stream 0's own free small region of 5 MiB in the next bin
@@ -765,6 +802,7 @@ int main(void)
         cmocka_unit_test(test_region_move),
         cmocka_unit_test(test_region_move_seen),
         cmocka_unit_test(test_move_skips_own_pool),
+        cmocka_unit_test(test_alone_bound_is_request),
         cmocka_unit_test(test_move_nearest_idle),
         cmocka_unit_test(test_move_max_split_exact),
         cmocka_unit_test(test_move_oversize_waste_exact),
