@@ -1526,23 +1526,24 @@ static ag_status sync_first_memcpy(void *impl, ag_dev_copy_kind kind, void *dst,
     return ag_dev_memcpy_async(legacy_inner(impl), kind, dst, src, n, s);
 }
 
+static const ag_device_ops syncfirst_ops = {
+    .size = AG_DEVICE_OPS_SIZE_V2, .name = "syncfirst", .destroy = lg_destroy, .mem_alloc = lg_mem_alloc,
+    .mem_free = lg_mem_free, .memcpy_async = sync_first_memcpy, .memset_async = lg_memset,
+    .launch = lg_launch, .stream_create = lg_stream_create, .stream_destroy = lg_stream_destroy,
+    .stream_synchronize = lg_stream_sync, .event_create = lg_event_create, .event_destroy = lg_event_destroy,
+    .event_record = lg_event_record, .stream_wait_event = lg_stream_wait, .event_query = lg_event_query,
+    .event_synchronize = lg_event_sync, .capture_begin = lg_capture_begin, .capture_end = lg_capture_end,
+    .graph_launch = lg_graph_launch, .graph_destroy = lg_graph_destroy, .synchronize = lg_sync,
+    .state = lg_state, .poison = lg_poison, .stats = lg_stats, .launch_copy = lg_launch_copy,
+};
+
 static void test_deferred_fault_status(void **state)
 {
     (void)state;
-    static const ag_device_ops ops = {
-        .size = AG_DEVICE_OPS_SIZE_V2, .name = "syncfirst", .destroy = lg_destroy, .mem_alloc = lg_mem_alloc,
-        .mem_free = lg_mem_free, .memcpy_async = sync_first_memcpy, .memset_async = lg_memset,
-        .launch = lg_launch, .stream_create = lg_stream_create, .stream_destroy = lg_stream_destroy,
-        .stream_synchronize = lg_stream_sync, .event_create = lg_event_create, .event_destroy = lg_event_destroy,
-        .event_record = lg_event_record, .stream_wait_event = lg_stream_wait, .event_query = lg_event_query,
-        .event_synchronize = lg_event_sync, .capture_begin = lg_capture_begin, .capture_end = lg_capture_end,
-        .graph_launch = lg_graph_launch, .graph_destroy = lg_graph_destroy, .synchronize = lg_sync,
-        .state = lg_state, .poison = lg_poison, .stats = lg_stats, .launch_copy = lg_launch_copy,
-    };
     for (int valid = 0; valid < 2; valid++) {
         ag_ctx *ctx = agtest_ctx();
         ag_device *inner = sim(ctx, 1 << 20, 0, 0), *mid = NULL, *dev = NULL;
-        assert_int_equal(ag_device_create(ctx, &ops, inner, &mid), AG_OK);
+        assert_int_equal(ag_device_create(ctx, &syncfirst_ops, inner, &mid), AG_OK);
         ag_dev_fault f;
         ag_dev_fault_init(&f, AG_DEV_ENTRY_BIT(AG_DEV_E_MEMCPY), 1, 0, AG_FAULT_DEFERRED);
         assert_int_equal(ag_device_fault_wrap(ctx, mid, &f, &dev), AG_OK);
@@ -1892,6 +1893,412 @@ static void test_copy_null_side(void **state)
     ag_ctx_destroy(ctx);
 }
 
+/* ---- edges: poison during waits, queue growth, bounds, fault plans ---- */
+
+/* Opens a gate if the host has not come back from a call within 5 s, so a
+ * call that must return at once fails its test instead of hanging it.  A
+ * working device returns within milliseconds: the delay only bounds how long
+ * a broken one is given, it orders nothing. */
+typedef struct watchdog {
+    pthread_t th;
+    gate *g;
+    atomic_int returned;
+    int fired;
+} watchdog;
+
+static void *watchdog_main(void *arg)
+{
+    watchdog *w = arg;
+    for (int k = 0; k < 500 && !atomic_load(&w->returned); k++)
+        nap_ms(10);
+    if (!atomic_load(&w->returned)) {
+        w->fired = 1;
+        gate_open(w->g);
+    }
+    return NULL;
+}
+
+static void watchdog_start(watchdog *w, gate *g)
+{
+    w->g = g;
+    atomic_init(&w->returned, 0);
+    w->fired = 0;
+    assert_int_equal(pthread_create(&w->th, NULL, watchdog_main, w), 0);
+}
+
+/* The host came back: stops the watchdog; whether it had to open the gate. */
+static bool watchdog_stop(watchdog *w)
+{
+    atomic_store(&w->returned, 1);
+    pthread_join(w->th, NULL);
+    return w->fired != 0;
+}
+
+/* Poison ends a stream's wait on another stream at once: the waiting stream
+ * drains, its later work dropped, while the stream it waits for is still
+ * held by a running kernel (device.h: streams still drain, so waits
+ * return).  The host first synchronises with an event recorded just before
+ * the wait; the waiting worker holds the device's lock from completing the
+ * kernel ahead of the wait until it sleeps inside it, so the poison finds
+ * it asleep there and must wake it. */
+static void test_poison_ends_stream_wait(void **state)
+{
+    (void)state;
+    ag_ctx *ctx = agtest_ctx();
+    ag_device *dev = sim(ctx, 1 << 20, 0, 0);
+    ag_dev_stream *s1 = NULL, *s2 = NULL;
+    ag_dev_event *e1 = NULL, *e2 = NULL;
+    assert_int_equal(ag_dev_stream_create(dev, &s1), AG_OK);
+    assert_int_equal(ag_dev_stream_create(dev, &s2), AG_OK);
+    assert_int_equal(ag_dev_event_create(dev, &e1), AG_OK);
+    assert_int_equal(ag_dev_event_create(dev, &e2), AG_OK);
+    gate held, start;
+    gate_init(&held);
+    gate_init(&start);
+    int after = 0;
+    assert_int_equal(ag_dev_launch(dev, s1, gate_kernel, &held, "held"), AG_OK);
+    assert_int_equal(ag_dev_event_record(dev, e1, s1), AG_OK);
+    gate_wait_entered(&held); /* running: the poison cannot drop it */
+    assert_int_equal(ag_dev_launch(dev, s2, gate_kernel, &start, "start"), AG_OK);
+    assert_int_equal(ag_dev_event_record(dev, e2, s2), AG_OK);
+    assert_int_equal(ag_dev_stream_wait_event(dev, s2, e1), AG_OK);
+    assert_int_equal(ag_dev_launch(dev, s2, incr_kernel, &after, "after"), AG_OK);
+    gate_open(&start);
+    assert_int_equal(ag_dev_event_synchronize(dev, e2), AG_OK); /* s2 now sleeps in its wait */
+    ag_dev_poison(dev, "a test fault");
+    watchdog w;
+    watchdog_start(&w, &held);
+    ag_status st = ag_dev_stream_synchronize(dev, s2);
+    bool fired = watchdog_stop(&w);
+    ag_dev_stats ds = stats(dev);
+    gate_open(&held);
+    assert_false(fired); /* returned with s1 still held */
+    assert_int_equal(st, AG_EDEVICE);
+    assert_errmsg(ctx, "stream_synchronize: the device is poisoned: a test fault");
+    assert_int_equal(after, 0);
+    assert_int_equal(ds.dropped, 1); /* s2's kernel; s1's was running */
+    ag_dev_event_destroy(dev, e1);
+    ag_dev_event_destroy(dev, e2);
+    ag_dev_stream_destroy(dev, s1);
+    ag_dev_stream_destroy(dev, s2);
+    ag_device_destroy(dev);
+    gate_fini(&held);
+    gate_fini(&start);
+    ag_ctx_destroy(ctx);
+}
+
+/* On a poisoned device event_synchronize returns AG_EDEVICE at once, though
+ * the event's point lies behind a kernel that is still running. */
+static void test_event_synchronize_poisoned(void **state)
+{
+    (void)state;
+    ag_ctx *ctx = agtest_ctx();
+    ag_device *dev = sim(ctx, 1 << 20, 0, 0);
+    ag_dev_stream *s = NULL;
+    ag_dev_event *e = NULL;
+    assert_int_equal(ag_dev_stream_create(dev, &s), AG_OK);
+    assert_int_equal(ag_dev_event_create(dev, &e), AG_OK);
+    gate held;
+    gate_init(&held);
+    assert_int_equal(ag_dev_launch(dev, s, gate_kernel, &held, "held"), AG_OK);
+    assert_int_equal(ag_dev_event_record(dev, e, s), AG_OK);
+    gate_wait_entered(&held); /* running: poison cannot drop it */
+    ag_dev_poison(dev, "a test fault");
+    watchdog w;
+    watchdog_start(&w, &held);
+    ag_status st = ag_dev_event_synchronize(dev, e);
+    bool fired = watchdog_stop(&w);
+    gate_open(&held);
+    assert_false(fired); /* returned with the kernel still running */
+    assert_int_equal(st, AG_EDEVICE);
+    assert_errmsg(ctx, "event_synchronize: the device is poisoned: a test fault");
+    ag_dev_event_destroy(dev, e);
+    ag_dev_stream_destroy(dev, s);
+    ag_device_destroy(dev);
+    gate_fini(&held);
+    ag_ctx_destroy(ctx);
+}
+
+/* A stream's queue (16 operations at first) grows only when an operation
+ * does not fit: the launch that fills it exactly takes no host memory, nor
+ * does a wait on an event of the same stream (FIFO order satisfies it, so
+ * nothing is queued, yet it counts as a wait); the next operation must
+ * grow the queue, and fails with AG_ENOMEM when the host cannot. */
+static void test_queue_grows_on_demand(void **state)
+{
+    (void)state;
+    ag_testalloc ta;
+    ag_ctx *ctx = agtest_ctx_counted(&ta);
+    ag_device *dev = sim(ctx, 1 << 20, 0, 0);
+    ag_dev_stream *s = NULL;
+    ag_dev_event *e = NULL;
+    assert_int_equal(ag_dev_stream_create(dev, &s), AG_OK);
+    assert_int_equal(ag_dev_event_create(dev, &e), AG_OK);
+    gate g;
+    gate_init(&g);
+    assert_int_equal(ag_dev_launch(dev, s, gate_kernel, &g, "gate"), AG_OK);
+    gate_wait_entered(&g); /* the gate left the queue: it is empty */
+    int count = 0;
+    for (int k = 0; k < 15; k++)
+        assert_int_equal(ag_dev_launch(dev, s, incr_kernel, &count, "incr"), AG_OK);
+    /* statuses are kept and checked once the gate is open */
+    ta.fail_at = ta.calls + 1u; /* the next host allocation fails */
+    ag_status fill = ag_dev_launch(dev, s, incr_kernel, &count, "incr"); /* 16 of 16 */
+    ag_status rec = ag_dev_event_record(dev, e, s);
+    uint64_t waits = stats(dev).waits;
+    ag_status waited = ag_dev_stream_wait_event(dev, s, e);
+    uint64_t waits_after = stats(dev).waits, nfail_before = ta.nfail;
+    ag_status grow = ag_dev_launch(dev, s, incr_kernel, &count, "incr"); /* 17: must grow */
+    uint64_t nfail_after = ta.nfail;
+    ta.fail_at = 0;
+    ag_status again = ag_dev_launch(dev, s, incr_kernel, &count, "incr");
+    gate_open(&g);
+    assert_int_equal(ag_dev_stream_synchronize(dev, s), AG_OK);
+    assert_int_equal(fill, AG_OK);
+    assert_int_equal(rec, AG_OK);
+    assert_int_equal(waited, AG_OK);
+    assert_int_equal(waits_after, waits + 1);
+    assert_int_equal(nfail_before, 0);
+    assert_int_equal(grow, AG_ENOMEM);
+    assert_int_equal(nfail_after, 1);
+    assert_int_equal(again, AG_OK);
+    assert_int_equal(count, 17);
+    assert_int_equal(ag_dev_device_state(dev, NULL), AG_DEV_HEALTHY);
+    ag_dev_event_destroy(dev, e);
+    ag_dev_stream_destroy(dev, s);
+    ag_device_destroy(dev);
+    gate_fini(&g);
+    ag_ctx_destroy(ctx);
+    assert_int_equal(ta.live_blocks, 0);
+}
+
+/* A d2h copy into a HOST allocation must find it still there when the copy
+ * runs: freed meanwhile, the copy poisons the device instead of writing
+ * freed memory (the destination side of test_copy_host_side's check). */
+static void test_copy_into_freed_host_poisons(void **state)
+{
+    (void)state;
+    ag_ctx *ctx = agtest_ctx();
+    ag_device *dev = sim(ctx, 1 << 20, 0, 1 << 20);
+    ag_dev_stream *s = NULL;
+    void *b = NULL, *h = NULL;
+    assert_int_equal(ag_dev_stream_create(dev, &s), AG_OK);
+    assert_int_equal(ag_dev_mem_alloc(dev, AG_MEM_HBM, 64, 0, &b), AG_OK);
+    assert_int_equal(ag_dev_mem_alloc(dev, AG_MEM_HOST, 4096, 0, &h), AG_OK);
+    gate g;
+    gate_init(&g);
+    assert_int_equal(ag_dev_launch(dev, s, gate_kernel, &g, "gate"), AG_OK);
+    assert_int_equal(ag_dev_memcpy_async(dev, AG_COPY_D2H, h, b, 64, s), AG_OK);
+    gate_wait_entered(&g);
+    ag_dev_mem_free(dev, h);
+    gate_open(&g);
+    assert_int_equal(ag_dev_stream_synchronize(dev, s), AG_EDEVICE);
+    assert_errmsg(ctx, "d2h of 64 bytes");
+    assert_errmsg(ctx, "destination HOST allocation is gone when it ran");
+    assert_int_equal(ag_dev_device_state(dev, NULL), AG_DEV_POISONED);
+    assert_int_equal(stats(dev).copies[AG_COPY_D2H], 0);
+    ag_dev_mem_free(dev, b);
+    ag_dev_stream_destroy(dev, s);
+    ag_device_destroy(dev);
+    gate_fini(&g);
+    ag_ctx_destroy(ctx);
+}
+
+/* mem_alloc's bounds: AG_MEM_COUNT_ itself is out of range, and a size above
+ * SIZE_MAX / 2 is absurd; both are AG_EINVAL naming the argument (not a
+ * capacity failure), with nothing allocated or counted. */
+static void test_mem_alloc_bounds(void **state)
+{
+    (void)state;
+    ag_ctx *ctx = agtest_ctx();
+    ag_device *dev = sim(ctx, 1 << 20, 1 << 20, 1 << 20);
+    void *p = (void *)1;
+    assert_int_equal(ag_dev_mem_alloc(dev, AG_MEM_COUNT_, 8, 0, &p), AG_EINVAL);
+    assert_null(p);
+    assert_errmsg(ctx, "mem_alloc: memory type out of range");
+    assert_int_equal(ag_dev_mem_alloc(dev, AG_MEM_HBM, SIZE_MAX / 2 + 1u, 0, &p), AG_EINVAL);
+    assert_errmsg(ctx, "mem_alloc: size is absurd");
+    ag_dev_stats st = stats(dev);
+    for (int t = 0; t < AG_MEM_COUNT_; t++) {
+        assert_int_equal(st.mem[t].nalloc, 0);
+        assert_int_equal(st.mem[t].nfail, 0);
+        assert_int_equal(st.mem[t].used, 0);
+    }
+    ag_device_destroy(dev);
+    ag_ctx_destroy(ctx);
+}
+
+/* A caller built against a shorter ag_dev_stats (its size covering only the
+ * memory statistics) gets those filled, nothing past its size written, and
+ * its size field kept. */
+static void test_stats_shorter_struct(void **state)
+{
+    (void)state;
+    ag_ctx *ctx = agtest_ctx();
+    ag_device *dev = sim(ctx, 1 << 20, 0, 0);
+    void *a = NULL;
+    assert_int_equal(ag_dev_mem_alloc(dev, AG_MEM_HBM, 100, 0, &a), AG_OK);
+    ag_dev_stats st;
+    memset(&st, 0xA5, sizeof st);
+    const size_t part = offsetof(ag_dev_stats, copies);
+    st.size = part;
+    ag_dev_stats_get(dev, &st);
+    assert_int_equal(st.size, part);
+    assert_int_equal(st.mem[AG_MEM_HBM].used, 100);
+    assert_int_equal(st.mem[AG_MEM_HBM].nalloc, 1);
+    assert_int_equal(st.mem[AG_MEM_HBM].capacity, 1 << 20);
+    const unsigned char *past = (const unsigned char *)&st + part;
+    for (size_t k = 0; k < sizeof st - part; k++)
+        assert_int_equal(past[k], 0xA5);
+    ag_dev_mem_free(dev, a);
+    ag_device_destroy(dev);
+    ag_ctx_destroy(ctx);
+}
+
+/* ag_dev_poison with a NULL reason poisons with a stated default reason,
+ * which later refusals carry. */
+static void test_poison_default_reason(void **state)
+{
+    (void)state;
+    ag_ctx *ctx = agtest_ctx();
+    ag_device *dev = sim(ctx, 1 << 20, 0, 0);
+    ag_dev_poison(dev, NULL);
+    const char *why = NULL;
+    assert_int_equal(ag_dev_device_state(dev, &why), AG_DEV_POISONED);
+    assert_string_equal(why, "poisoned by the caller");
+    ag_dev_stream *s = NULL;
+    assert_int_equal(ag_dev_stream_create(dev, &s), AG_EDEVICE);
+    assert_errmsg(ctx, "stream_create: the device is poisoned: poisoned by the caller");
+    ag_device_destroy(dev);
+    ag_ctx_destroy(ctx);
+}
+
+/* A table of the current size must set stream_query as well as launch_copy:
+ * one that leaves only stream_query NULL is refused at creation. */
+static void test_table_needs_stream_query(void **state)
+{
+    (void)state;
+    ag_ctx *ctx = agtest_ctx();
+    ag_device *inner = sim(ctx, 1 << 20, 0, 0), *dev = (ag_device *)1;
+    const ag_device_ops ops = {
+        .size = sizeof(ag_device_ops), .name = "nosq", .destroy = lg_destroy, .mem_alloc = lg_mem_alloc,
+        .mem_free = lg_mem_free, .memcpy_async = lg_memcpy, .memset_async = lg_memset, .launch = lg_launch,
+        .stream_create = lg_stream_create, .stream_destroy = lg_stream_destroy,
+        .stream_synchronize = lg_stream_sync, .event_create = lg_event_create, .event_destroy = lg_event_destroy,
+        .event_record = lg_event_record, .stream_wait_event = lg_stream_wait, .event_query = lg_event_query,
+        .event_synchronize = lg_event_sync, .capture_begin = lg_capture_begin, .capture_end = lg_capture_end,
+        .graph_launch = lg_graph_launch, .graph_destroy = lg_graph_destroy, .synchronize = lg_sync,
+        .state = lg_state, .poison = lg_poison, .stats = lg_stats, .launch_copy = lg_launch_copy,
+        .stream_query = NULL,
+    };
+    assert_int_equal(ag_device_create(ctx, &ops, inner, &dev), AG_EINVAL);
+    assert_null(dev);
+    assert_errmsg(ctx, "device create: the backend's function table is incomplete");
+    ag_device_destroy(inner);
+    ag_ctx_destroy(ctx);
+}
+
+/* A replay enqueues a captured wait as if stream_wait_event were called
+ * again: it counts as a wait, and the replayed kernel behind it sees what
+ * the awaited stream wrote after a kernel that was still running at the
+ * replay. */
+static void test_replay_enqueues_captured_wait(void **state)
+{
+    (void)state;
+    ag_ctx *ctx = agtest_ctx();
+    ag_device *dev = sim(ctx, 1 << 20, 0, 0);
+    ag_dev_stream *s1 = NULL, *s2 = NULL;
+    ag_dev_event *e = NULL;
+    assert_int_equal(ag_dev_stream_create(dev, &s1), AG_OK);
+    assert_int_equal(ag_dev_stream_create(dev, &s2), AG_OK);
+    assert_int_equal(ag_dev_event_create(dev, &e), AG_OK);
+    int x = 0, y = -1;
+    pair p = {&y, &x};
+    ag_dev_graph *g = NULL;
+    assert_int_equal(ag_dev_capture_begin(dev, s2), AG_OK);
+    assert_int_equal(ag_dev_stream_wait_event(dev, s2, e), AG_OK);
+    assert_int_equal(ag_dev_launch(dev, s2, copy_int_kernel, &p, "copy"), AG_OK);
+    assert_int_equal(ag_dev_capture_end(dev, s2, &g), AG_OK);
+    assert_int_equal(stats(dev).waits, 0); /* captured, not enqueued */
+    gate held;
+    gate_init(&held);
+    assert_int_equal(ag_dev_launch(dev, s1, gate_kernel, &held, "held"), AG_OK);
+    assert_int_equal(ag_dev_launch(dev, s1, incr_kernel, &x, "incr"), AG_OK);
+    assert_int_equal(ag_dev_event_record(dev, e, s1), AG_OK);
+    ag_status st = ag_dev_graph_launch(dev, g, s2);
+    uint64_t waits = stats(dev).waits;
+    gate_open(&held);
+    assert_int_equal(ag_dev_synchronize(dev), AG_OK);
+    assert_int_equal(st, AG_OK);
+    assert_int_equal(waits, 1);
+    assert_int_equal(y, 1);
+    ag_dev_graph_destroy(dev, g);
+    ag_dev_event_destroy(dev, e);
+    ag_dev_stream_destroy(dev, s1);
+    ag_dev_stream_destroy(dev, s2);
+    ag_device_destroy(dev);
+    gate_fini(&held);
+    ag_ctx_destroy(ctx);
+}
+
+/* fail_at 0 means never, with repeat as without: every counted call goes
+ * through and is counted, none fails. */
+static void test_fault_never_with_repeat(void **state)
+{
+    (void)state;
+    ag_ctx *ctx = agtest_ctx();
+    ag_device *inner = sim(ctx, 1 << 20, 0, 0), *dev = NULL;
+    ag_dev_fault f;
+    ag_dev_fault_init(&f, AG_DEV_ENTRY_ALL, 0, 1, AG_FAULT_RETURN);
+    assert_int_equal(ag_device_fault_wrap(ctx, inner, &f, &dev), AG_OK);
+    ag_dev_stream *s = NULL;
+    void *a = NULL;
+    assert_int_equal(ag_dev_stream_create(dev, &s), AG_OK);
+    assert_int_equal(ag_dev_mem_alloc(dev, AG_MEM_HBM, 64, 0, &a), AG_OK);
+    assert_int_equal(ag_dev_memset_async(dev, a, 3, 64, s), AG_OK);
+    assert_int_equal(ag_dev_stream_synchronize(dev, s), AG_OK);
+    assert_int_equal(f.calls, 4);
+    assert_int_equal(f.nfail, 0);
+    assert_int_equal(stats(inner).memsets, 1);
+    assert_int_equal(ag_dev_device_state(inner, NULL), AG_DEV_HEALTHY);
+    ag_dev_mem_free(dev, a);
+    ag_dev_stream_destroy(dev, s);
+    ag_device_destroy(dev);
+    ag_device_destroy(inner);
+    ag_ctx_destroy(ctx);
+}
+
+/* The valid call behind a deferred fault whose kernel already poisoned the
+ * device returns AG_OK and leaves no error on the context: the refusal it
+ * met was the fault's, which the next synchronisation reports. */
+static void test_deferred_fault_clears_refusal(void **state)
+{
+    (void)state;
+    ag_ctx *ctx = agtest_ctx();
+    ag_device *inner = sim(ctx, 1 << 20, 0, 0), *mid = NULL, *dev = NULL;
+    assert_int_equal(ag_device_create(ctx, &syncfirst_ops, inner, &mid), AG_OK);
+    ag_dev_fault f;
+    ag_dev_fault_init(&f, AG_DEV_ENTRY_BIT(AG_DEV_E_MEMCPY), 1, 0, AG_FAULT_DEFERRED);
+    assert_int_equal(ag_device_fault_wrap(ctx, mid, &f, &dev), AG_OK);
+    ag_dev_stream *s = NULL;
+    void *a = NULL;
+    assert_int_equal(ag_dev_stream_create(dev, &s), AG_OK);
+    assert_int_equal(ag_dev_mem_alloc(dev, AG_MEM_HBM, 64, 0, &a), AG_OK);
+    char host[64] = {0};
+    assert_int_equal(ag_dev_memcpy_async(dev, AG_COPY_H2D, a, host, 64, s), AG_OK);
+    assert_int_equal(ag_dev_device_state(inner, NULL), AG_DEV_POISONED); /* the kernel ran first */
+    assert_int_equal(ag_ctx_last_status(ctx), AG_OK);
+    assert_string_equal(ag_ctx_errmsg(ctx), "");
+    assert_int_equal(ag_dev_stream_synchronize(dev, s), AG_EDEVICE);
+    assert_errmsg(ctx, "injected fault in memcpy_async");
+    ag_dev_mem_free(dev, a);
+    ag_dev_stream_destroy(dev, s);
+    ag_device_destroy(dev);
+    ag_device_destroy(mid);
+    ag_device_destroy(inner);
+    ag_ctx_destroy(ctx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1926,6 +2333,17 @@ int main(void)
         cmocka_unit_test(test_fault_poison_mode_at_once),
         cmocka_unit_test(test_graph_launch_poisoned),
         cmocka_unit_test(test_copy_null_side),
+        cmocka_unit_test(test_poison_ends_stream_wait),
+        cmocka_unit_test(test_event_synchronize_poisoned),
+        cmocka_unit_test(test_queue_grows_on_demand),
+        cmocka_unit_test(test_copy_into_freed_host_poisons),
+        cmocka_unit_test(test_mem_alloc_bounds),
+        cmocka_unit_test(test_stats_shorter_struct),
+        cmocka_unit_test(test_poison_default_reason),
+        cmocka_unit_test(test_table_needs_stream_query),
+        cmocka_unit_test(test_replay_enqueues_captured_wait),
+        cmocka_unit_test(test_fault_never_with_repeat),
+        cmocka_unit_test(test_deferred_fault_clears_refusal),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
