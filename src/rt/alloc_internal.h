@@ -89,7 +89,7 @@ struct ag_heap {
     void **chunks;           /* node chunks, for destroy */
     uint32_t nchunks, capchunks;
     uint64_t reserved, used; /* bytes in regions, bytes in taken spans */
-    uint32_t nregions;
+    uint32_t nregions; /* regions in the list (ag_heap_check counts them) */
     uint32_t nwhole; /* regions wholly free (one free span covers them) */
     /* The set of wholly free regions several heaps share, or NULL
      * (ag_heap_share_whole).  A span joining it is stamped *epoch + 1: the

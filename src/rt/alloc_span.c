@@ -525,9 +525,11 @@ void ag_heap_destroy(ag_heap *h)
 bool ag_heap_check(const ag_heap *h)
 {
     uint64_t reserved = 0, used = 0, nfree = 0;
-    uint32_t whole = 0;
-    for (const ag_region *r = h->regions; r; r = r->next)
+    uint32_t whole = 0, nregions = 0;
+    for (const ag_region *r = h->regions; r; r = r->next) {
         reserved += r->size;
+        nregions++;
+    }
     for (uint32_t b = 0; b < AG_NBINS; b++) {
         bool bit = (h->binmap[b / 64u] >> (b % 64u)) & 1u;
         if (bit != (h->bins[b] != NULL))
@@ -561,7 +563,8 @@ bool ag_heap_check(const ag_heap *h)
             listed++;
         }
     }
-    return reserved == h->reserved && used == h->used && whole == h->nwhole && (!h->whole || listed == whole);
+    return reserved == h->reserved && nregions == h->nregions && used == h->used && whole == h->nwhole &&
+           (!h->whole || listed == whole);
 }
 
 bool ag_heap_has_free_region(const ag_heap *h)
