@@ -2299,6 +2299,43 @@ static void test_deferred_fault_clears_refusal(void **state)
     ag_ctx_destroy(ctx);
 }
 
+/* Through a fault wrapper with no fault planned (or one planned for other
+ * calls), a poisoned inner device's refusal of stream work reaches the
+ * caller as it is: only the call behind a deferred fault of its own turns
+ * AG_EDEVICE into success. */
+static void test_fault_wrapper_passes_refusal(void **state)
+{
+    (void)state;
+    for (int planned = 0; planned < 2; planned++) {
+        ag_ctx *ctx = agtest_ctx();
+        ag_device *inner = sim(ctx, 1 << 20, 0, 0), *dev = NULL;
+        ag_dev_fault f;
+        /* planned: a deferred fault for memcpy, which this test never calls */
+        ag_dev_fault_init(&f, planned ? AG_DEV_ENTRY_BIT(AG_DEV_E_MEMCPY) : 0, planned ? 1 : 0, 0,
+                          AG_FAULT_DEFERRED);
+        assert_int_equal(ag_device_fault_wrap(ctx, inner, &f, &dev), AG_OK);
+        ag_dev_stream *s = NULL;
+        ag_dev_event *e = NULL;
+        void *a = NULL;
+        assert_int_equal(ag_dev_stream_create(dev, &s), AG_OK);
+        assert_int_equal(ag_dev_event_create(dev, &e), AG_OK);
+        assert_int_equal(ag_dev_mem_alloc(dev, AG_MEM_HBM, 64, 0, &a), AG_OK);
+        ag_dev_poison(inner, "a test fault");
+        assert_int_equal(ag_dev_memset_async(dev, a, 0, 64, s), AG_EDEVICE);
+        assert_errmsg(ctx, "a test fault");
+        ag_ctx_clear_error(ctx);
+        assert_int_equal(ag_dev_event_record(dev, e, s), AG_EDEVICE);
+        assert_errmsg(ctx, "a test fault");
+        assert_int_equal(f.nfail, 0);
+        ag_dev_mem_free(dev, a);
+        ag_dev_event_destroy(dev, e);
+        ag_dev_stream_destroy(dev, s);
+        ag_device_destroy(dev);
+        ag_device_destroy(inner);
+        ag_ctx_destroy(ctx);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -2344,6 +2381,7 @@ int main(void)
         cmocka_unit_test(test_replay_enqueues_captured_wait),
         cmocka_unit_test(test_fault_never_with_repeat),
         cmocka_unit_test(test_deferred_fault_clears_refusal),
+        cmocka_unit_test(test_fault_wrapper_passes_refusal),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
