@@ -58,9 +58,15 @@ static __attribute__((noinline)) ag_status reclaim_refused(ag_memalloc *a, ag_st
 static ag_status miss_reclaim(ag_memalloc *a)
 {
     ag_status st = ag_lazy_flush(a);
-    ag_status polled = ag_base_poll(a, false);
-    if (st == AG_OK)
-        st = polled;
+    if (st != AG_OK) {
+        /* the poll still runs; the flush's refusal, and its message, stand */
+        ag_err_saved saved;
+        ag_ctx_error_save(a->ctx, &saved);
+        (void)ag_base_poll(a, false);
+        ag_ctx_error_restore(a->ctx, &saved);
+    } else {
+        st = ag_base_poll(a, false);
+    }
     return st == AG_OK ? AG_OK : reclaim_refused(a, st);
 }
 
@@ -372,9 +378,24 @@ ag_status ag_lazy_flush(ag_memalloc *a)
         }
         a->s.fallbacks_recorded++;
         b->events = nbusy;
+        uint64_t queued = a->npend;
         AG_MIF_EACH(any, a->w, u)
             if (asked[u] != 1)
                 ag_pend_record(a, u, b, false, &first);
+        if (first != AG_OK) {
+            /* The device refused one of its events: counted, it would
+             * never let the block go home.  The block waits again, for a
+             * later look or the clean; the events queued for it before
+             * the refusal (and the notices of its releases) go stale with
+             * a new version. */
+            a->s.fallbacks_recorded--;
+            b->events = 0;
+            if (a->npend != queued) {
+                ag_lrec_forget(a, b);
+                b->version++;
+            }
+            a->lazy[keep++] = (ag_lazy){b, b->version};
+        }
     }
     a->nlazy = keep;
     return first;

@@ -542,6 +542,65 @@ static void test_look_refused(void **state)
             look_refused(v, p);
 }
 
+/* A refused look leaves the blocks it looked at waiting (docs/runtime.md,
+ * 'A look the device refuses'): once their users are idle, the next pool
+ * miss sends them home, with no clean in between.  Block b (born on stream
+ * 0, 4096 bytes) waits for its notices while its other users are busy;
+ * stream 0's 1 MiB request misses its pool and its record of b's events is
+ * refused: variant 0, b's only busy user (stream 1), so no event at all;
+ * variant 1, the second of two (streams 1 and 2), so one event is queued
+ * and one is not.  The request is served by growth.  Then every user goes
+ * idle, and a second 1 MiB request misses the pool again: its look must
+ * find b and send it home (pending 0).  (ag_lazy_flush once dropped b's
+ * entry with b->events still counting the refused record: no later miss
+ * looked at b again, and only a notice or the clean brought it home.) */
+static void refused_look_retried(int variant)
+{
+    ag_alloc_config c;
+    ag_alloc_config_default(&c);
+    faulted f;
+    faulted_open(&f, AG_DEV_E_EVENT_RECORD, &c);
+    ag_memalloc *a = f.a;
+    atomic_int open = 0;
+    uint32_t nusers = variant == 0 ? 1u : 2u;
+    for (uint32_t k = 1; k <= nusers; k++)
+        assert_int_equal(ag_dev_launch(f.sim, f.s[k], gate_kernel, &open, "gate"), AG_OK);
+    ag_block *b = NULL, *x = NULL, *y = NULL;
+    assert_int_equal(ag_alloc_malloc(a, 0, 4096, &b), AG_OK);
+    for (uint32_t k = 1; k <= nusers; k++)
+        assert_int_equal(ag_alloc_access(a, b, k), AG_OK);
+    for (uint32_t k = 1; k <= nusers; k++)
+        assert_int_equal(ag_alloc_free(a, b, k), AG_OK);
+    assert_int_equal(ag_alloc_free(a, b, 0), AG_OK);
+    assert_int_equal(a->nlazy, 1u);
+    f.fl.fail_at = f.fl.calls + nusers; /* the last of the miss's records */
+    assert_int_equal(ag_alloc_malloc(a, 0, 1u << 20, &x), AG_OK);
+    f.fl.fail_at = 0;
+    assert_int_equal(f.fl.nfail, 1);
+    assert_int_equal(stats(a).reclaims_refused, 1);
+    assert_int_equal(stats(a).pending, 4096);
+    atomic_store(&open, 1);
+    for (uint32_t k = 1; k <= nusers; k++)
+        assert_int_equal(ag_dev_stream_synchronize(f.sim, f.s[k]), AG_OK);
+    /* a healthy look now: every user of b is idle */
+    assert_int_equal(ag_alloc_malloc(a, 0, 1u << 20, &y), AG_OK);
+    ag_alloc_stats st = stats(a);
+    assert_int_equal(st.reclaims_refused, 1);
+    assert_int_equal(st.pending, 0);
+    assert_int_equal(ag_alloc_free(a, x, 0), AG_OK);
+    assert_int_equal(ag_alloc_free(a, y, 0), AG_OK);
+    assert_int_equal(ag_alloc_sync(a, AG_SYNC_CLEAN), AG_OK);
+    assert_int_equal(stats(a).pending, 0);
+    faulted_close(&f);
+}
+
+static void test_refused_look_retried(void **state)
+{
+    (void)state;
+    for (int v = 0; v < 2; v++)
+        refused_look_retried(v);
+}
+
 /* Destroyed while one of its streams captures: no synchronise can prove
  * that stream's queued work done, so the device memory stays allocated
  * (the kernel still writing it finds it there), the error says why, and
@@ -612,6 +671,7 @@ int main(void)
         cmocka_unit_test(test_entry_checks),
         cmocka_unit_test(test_multi_record_fails),
         cmocka_unit_test(test_look_refused),
+        cmocka_unit_test(test_refused_look_retried),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
