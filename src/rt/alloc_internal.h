@@ -125,19 +125,34 @@ ag_span *ag_heap_take(ag_heap *h, uint64_t size);
  * alone takes no span more than slack percent larger than want, nor larger
  * than size (its own growth). */
 ag_span *ag_heap_take_for(ag_heap *h, uint64_t size, uint64_t want);
-/* The least span size a request of size bytes does not take under the
- * alone rule: more than slack percent larger (UINT64_MAX when that does
- * not fit in 64 bits). */
 /* v rounded up to a multiple of q (> 0), UINT64_MAX where that would wrap. */
 static inline uint64_t ag_round_up(uint64_t v, uint64_t q)
 {
     return v > UINT64_MAX - (q - 1u) ? UINT64_MAX : (v + q - 1u) / q * q;
 }
+/* The least span size a request of size bytes does not take under the
+ * alone rule: more than slack percent larger (UINT64_MAX when that does
+ * not fit in 64 bits). */
 static inline uint64_t ag_fit_limit(uint64_t size, uint32_t slack)
 {
     if (slack && size / 100u + 1u > (UINT64_MAX - size - 1u) / slack)
         return UINT64_MAX; /* size + extra + 1 would not fit */
     return size + size / 100u * slack + size % 100u * slack / 100u + 1u;
+}
+/* An exclusive cap raised, if need be, so that a span of grown bytes (the
+ * request's own growth) stays under it. */
+static inline uint64_t ag_admit_growth(uint64_t cap, uint64_t grown)
+{
+    return grown != UINT64_MAX && grown >= cap ? grown + 1u : cap;
+}
+/* The alone rule's exclusive cap for a span of size bytes taken for a
+ * request of want bytes (want <= size: size may be the request's region)
+ * whose own growth is grown bytes: slack percent above want, or above size
+ * for a request below alone whose region reaches it; never below the
+ * growth.  The heaps (ag_heap_take_for) and the region moves use it. */
+static inline uint64_t ag_alone_cap(uint64_t alone, uint32_t slack, uint64_t size, uint64_t want, uint64_t grown)
+{
+    return ag_admit_growth(ag_fit_limit(want >= alone ? want : size, slack), grown);
 }
 /* ag_heap_take without the keep and alone rules: after a growth for this
  * request, or under memory pressure.  A span below max_split first; if

@@ -77,13 +77,8 @@ static ag_span *steal_pick(ag_memalloc *a, uint64_t size, uint32_t *owner)
     ag_span *best = NULL;
     uint32_t best_rank = 3;
     uint64_t limit = size + (size > a->cfg.l1_segment ? size : a->cfg.l1_segment);
-    if (size >= a->cfg.large_alone) {
-        /* as the heaps take for such a request: at most large_slack above
-         * the request itself, or its own region */
-        uint64_t want = a->grow_want >= a->cfg.large_alone ? a->grow_want : size;
-        limit = ag_fit_limit(want, a->cfg.large_slack) - 1u;
-        limit = limit < size ? size : limit;
-    }
+    if (size >= a->cfg.large_alone) /* as the heaps take for such a request */
+        limit = ag_alone_cap(a->cfg.large_alone, a->cfg.large_slack, size, a->grow_want, size) - 1u;
     if (size < a->cfg.max_split && limit >= a->cfg.max_split)
         limit = a->cfg.max_split - 1u; /* nor a span never split for a smaller request */
     else if (size >= a->cfg.max_split && limit - size >= a->cfg.large_region)

@@ -208,13 +208,6 @@ static ag_span *carve(ag_heap *h, ag_span *s, uint64_t size);
 
 static ag_span *take(ag_heap *h, uint64_t size, uint64_t cap);
 
-/* An exclusive cap raised, if need be, so that a span of grown bytes (the
- * request's own growth) stays under it. */
-static uint64_t admit_growth(uint64_t cap, uint64_t grown)
-{
-    return grown != UINT64_MAX && grown >= cap ? grown + 1u : cap;
-}
-
 ag_span *ag_heap_take(ag_heap *h, uint64_t size)
 {
     return ag_heap_take_for(h, size, size);
@@ -231,12 +224,11 @@ ag_span *ag_heap_take_for(ag_heap *h, uint64_t size, uint64_t want)
                    : size > UINT64_MAX - h->over_waste ? UINT64_MAX
                                                        : size + h->over_waste;
     if (size >= h->oversize)
-        cap = admit_growth(cap, ag_round_up(size, h->grow_q));
+        cap = ag_admit_growth(cap, ag_round_up(size, h->grow_q));
     if (size < h->keep && h->keep < cap)
         cap = h->keep;
     if (size >= h->alone) {
-        /* (a request below alone whose region reaches it: bound by the region) */
-        uint64_t lim = admit_growth(ag_fit_limit(want >= h->alone ? want : size, h->slack),
+        uint64_t lim = ag_alone_cap(h->alone, h->slack, size, want,
                                     ag_round_up(ag_round_up(size, h->alone_q), h->grow_q));
         cap = lim < cap ? lim : cap;
     }
