@@ -148,6 +148,16 @@ typedef struct ag_alloc_stats {
      * or the host refused (an event it could not make or answer): those
      * blocks kept waiting and the request went on to grow */
     uint64_t reclaims_refused;
+    /* last frees and pool-miss looks that found a user stream of a waiting
+     * block capturing (no event can stand for its eager work then: the
+     * block waited, in the multi mode for a later look, in the baseline
+     * for the clean), and region moves given up because the owner or the
+     * growing stream captured */
+    uint64_t capture_waits;
+    /* sends from, and waits into, a capturing stream: their record or wait
+     * went into the graph, and what they carry waited for the next send
+     * and wait outside a capture */
+    uint64_t captured_kernels;
 } ag_alloc_stats;
 
 /* Creates an allocator over dev for the streams streams[0..cfg->nstreams-1]
@@ -191,13 +201,24 @@ ag_status ag_alloc_access(ag_memalloc *a, ag_block *blk, uint32_t dst);
  * the clean). */
 ag_status ag_alloc_free(ag_memalloc *a, ag_block *blk, uint32_t stream);
 
+/* Capture.  The allocator orders the streams' eager work: it never lets an
+ * event recorded on a capturing stream decide a reuse (a block whose user
+ * captures waits until a look after the capture, or the clean).  Work a
+ * graph captured runs when the graph is launched, on the launch's stream:
+ * a block a graph touches is used by that stream from the launch (declare
+ * it with ag_alloc_access there) and must stay allocated until the last
+ * launch is enqueued, then be freed on that stream. */
+
 /* Event kernels: records an event on src for dst, carrying src's recycle
- * notices and the borrowed blocks born on dst (multi mode).  AG_ENOMEM,
- * AG_EDEVICE. */
+ * notices and the borrowed blocks born on dst (multi mode).  From a
+ * capturing src the record goes into the graph and carries nothing (the
+ * next send outside a capture carries it).  AG_ENOMEM, AG_EDEVICE. */
 ag_status ag_alloc_send(ag_memalloc *a, uint32_t src, uint32_t dst);
 /* Makes dst wait for the last send from src to dst and applies what it
  * carried: occupancy merged, blocks recycled, borrowed blocks home.  Stale
- * notices (the block was recycled since) are skipped.  No send yet: no-op. */
+ * notices (the block was recycled since) are skipped.  No send yet: no-op.
+ * Into a capturing dst the wait goes into the graph and applies nothing
+ * (dst's next wait for src outside a capture applies it). */
 ag_status ag_alloc_wait(ag_memalloc *a, uint32_t dst, uint32_t src);
 
 /* The three sync stages: first (stream 0 to every other stream, at the

@@ -88,7 +88,11 @@ extern "C" {
  * order, as if each call were made again at that moment; a graph may be
  * launched any number of times and destroyed while its launches are still
  * queued.  Events named by a captured record or wait are kept alive by the
- * graph until ag_dev_graph_destroy.
+ * graph until ag_dev_graph_destroy.  A captured record marks a point of the
+ * graph's launches, not of the stream's eager work: an event whose last
+ * record was captured keeps the state of its record before (never
+ * recorded: complete).  stream_capturing says whether a stream captures;
+ * event_record_eager and stream_wait_event_eager refuse to be captured.
  * ------------------------------------------------------------------------- */
 
 typedef struct ag_device ag_device;
@@ -193,6 +197,9 @@ typedef struct ag_device_ops {
     ag_status (*launch_copy)(void *impl, ag_dev_stream *s, ag_dev_kernel_fn fn, const void *args, size_t n,
                              const char *name);
     ag_status (*stream_query)(void *impl, ag_dev_stream *s, bool *idle);
+    ag_status (*stream_capturing)(void *impl, ag_dev_stream *s, bool *capturing);
+    ag_status (*event_record_eager)(void *impl, ag_dev_event *e, ag_dev_stream *s, bool *recorded);
+    ag_status (*stream_wait_event_eager)(void *impl, ag_dev_stream *s, ag_dev_event *e, bool *enqueued);
 } ag_device_ops;
 
 /* Size of the first table (up to and including stats).  A backend built
@@ -202,6 +209,11 @@ typedef struct ag_device_ops {
 /* Size of the second table (up to and including launch_copy): without
  * stream_query, which then fails with AG_EUNSUPPORTED. */
 #define AG_DEVICE_OPS_SIZE_V2 offsetof(ag_device_ops, stream_query)
+/* Size of the third table (up to and including stream_query): without
+ * stream_capturing, which then fails with AG_EUNSUPPORTED, and the eager
+ * record and wait, which then do what event_record and stream_wait_event
+ * do. */
+#define AG_DEVICE_OPS_SIZE_V3 offsetof(ag_device_ops, stream_capturing)
 
 /* Wraps a backend in a device handle.  ops (static) and impl are borrowed
  * until ag_device_destroy, which calls ops->destroy(impl).  ops->size must be
@@ -235,23 +247,24 @@ ag_status ag_device_sim_create(ag_ctx *ctx, const ag_device_sim_config *cfg, ag_
  * The entries a wrapper can fail, with the status an injected failure returns
  * (AG_ENOMEM where the real call can run out of a resource, AG_EDEVICE
  * otherwise).  Void entries (frees, destroys, state, stats) never fail. */
-#define AG_DEV_ENTRY_LIST(X)                                   \
-    X(AG_DEV_E_MEM_ALLOC, "mem_alloc", AG_ENOMEM)              \
-    X(AG_DEV_E_MEMCPY, "memcpy_async", AG_EDEVICE)             \
-    X(AG_DEV_E_MEMSET, "memset_async", AG_EDEVICE)             \
-    X(AG_DEV_E_LAUNCH, "launch", AG_EDEVICE)                   \
-    X(AG_DEV_E_STREAM_CREATE, "stream_create", AG_ENOMEM)      \
-    X(AG_DEV_E_STREAM_SYNC, "stream_synchronize", AG_EDEVICE)  \
-    X(AG_DEV_E_EVENT_CREATE, "event_create", AG_ENOMEM)        \
-    X(AG_DEV_E_EVENT_RECORD, "event_record", AG_EDEVICE)       \
-    X(AG_DEV_E_STREAM_WAIT, "stream_wait_event", AG_EDEVICE)   \
-    X(AG_DEV_E_EVENT_QUERY, "event_query", AG_EDEVICE)         \
-    X(AG_DEV_E_EVENT_SYNC, "event_synchronize", AG_EDEVICE)    \
-    X(AG_DEV_E_CAPTURE_BEGIN, "capture_begin", AG_EDEVICE)     \
-    X(AG_DEV_E_CAPTURE_END, "capture_end", AG_ENOMEM)          \
-    X(AG_DEV_E_GRAPH_LAUNCH, "graph_launch", AG_EDEVICE)       \
-    X(AG_DEV_E_SYNC, "synchronize", AG_EDEVICE)                \
-    X(AG_DEV_E_STREAM_QUERY, "stream_query", AG_EDEVICE)
+#define AG_DEV_ENTRY_LIST(X)                                     \
+    X(AG_DEV_E_MEM_ALLOC, "mem_alloc", AG_ENOMEM)                \
+    X(AG_DEV_E_MEMCPY, "memcpy_async", AG_EDEVICE)               \
+    X(AG_DEV_E_MEMSET, "memset_async", AG_EDEVICE)               \
+    X(AG_DEV_E_LAUNCH, "launch", AG_EDEVICE)                     \
+    X(AG_DEV_E_STREAM_CREATE, "stream_create", AG_ENOMEM)        \
+    X(AG_DEV_E_STREAM_SYNC, "stream_synchronize", AG_EDEVICE)    \
+    X(AG_DEV_E_EVENT_CREATE, "event_create", AG_ENOMEM)          \
+    X(AG_DEV_E_EVENT_RECORD, "event_record", AG_EDEVICE)         \
+    X(AG_DEV_E_STREAM_WAIT, "stream_wait_event", AG_EDEVICE)     \
+    X(AG_DEV_E_EVENT_QUERY, "event_query", AG_EDEVICE)           \
+    X(AG_DEV_E_EVENT_SYNC, "event_synchronize", AG_EDEVICE)      \
+    X(AG_DEV_E_CAPTURE_BEGIN, "capture_begin", AG_EDEVICE)       \
+    X(AG_DEV_E_CAPTURE_END, "capture_end", AG_ENOMEM)            \
+    X(AG_DEV_E_GRAPH_LAUNCH, "graph_launch", AG_EDEVICE)         \
+    X(AG_DEV_E_SYNC, "synchronize", AG_EDEVICE)                  \
+    X(AG_DEV_E_STREAM_QUERY, "stream_query", AG_EDEVICE)         \
+    X(AG_DEV_E_STREAM_CAPTURING, "stream_capturing", AG_EDEVICE)
 
 typedef enum ag_dev_entry {
 #define AG_DEV_ENTRY_ENUM_(e, name, st) e,
@@ -347,6 +360,14 @@ ag_status ag_dev_stream_synchronize(ag_device *dev, ag_dev_stream *s);
  * AG_EDEVICE if the device is poisoned, AG_EUNSUPPORTED for a backend whose
  * table predates the entry. */
 ag_status ag_dev_stream_query(ag_device *dev, ag_dev_stream *s, bool *idle);
+/* *capturing = whether s is between capture_begin and capture_end now (its
+ * work, event records and waits included, goes into a graph instead of
+ * running).  An event recorded on a capturing stream stands for nothing the
+ * host can wait for until the graph is launched: a caller that orders
+ * eager work with events (the allocator) asks first.  Never blocks.
+ * AG_EDEVICE if the device is poisoned, AG_EUNSUPPORTED for a backend whose
+ * table predates the entry. */
+ag_status ag_dev_stream_capturing(ag_device *dev, ag_dev_stream *s, bool *capturing);
 
 /* ---- events ---- */
 ag_status ag_dev_event_create(ag_device *dev, ag_dev_event **out);
@@ -359,6 +380,17 @@ ag_status ag_dev_event_record(ag_device *dev, ag_dev_event *e, ag_dev_stream *s)
 /* Work enqueued on s after this call waits until e's current point has
  * completed.  An event never recorded is complete. */
 ag_status ag_dev_stream_wait_event(ag_device *dev, ag_dev_stream *s, ag_dev_event *e);
+/* The same record and wait for a caller whose event must stand for the
+ * stream's eager work (the allocator): on a stream that is not capturing
+ * they do what event_record and stream_wait_event do (*recorded,
+ * *enqueued true); on a capturing one they do nothing and say so (false),
+ * where the plain forms would go into the graph.  The question and the
+ * record are one step: a capture begun by another thread meanwhile cannot
+ * come between them.  Counted and injected as the plain forms (a fault
+ * wrapper's event_record and stream_wait_event entries).  A backend whose
+ * table predates them cannot tell: the plain forms, true. */
+ag_status ag_dev_event_record_eager(ag_device *dev, ag_dev_event *e, ag_dev_stream *s, bool *recorded);
+ag_status ag_dev_stream_wait_event_eager(ag_device *dev, ag_dev_stream *s, ag_dev_event *e, bool *enqueued);
 /* *done = whether e's current point has completed (never blocks). */
 ag_status ag_dev_event_query(ag_device *dev, ag_dev_event *e, bool *done);
 /* Blocks until e's point at the call has completed (a record another

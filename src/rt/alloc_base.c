@@ -150,6 +150,23 @@ ag_status ag_stream_query(ag_memalloc *a, uint32_t u, bool *idle)
     return st;
 }
 
+ag_status ag_stream_capturing(ag_memalloc *a, uint32_t u, bool *capturing)
+{
+    *capturing = false;
+    if (a->no_capture_query)
+        return AG_OK;
+    ag_status st = ag_dev_stream_capturing(a->dev, a->streams[u], capturing);
+    if (st == AG_EUNSUPPORTED) {
+        a->no_capture_query = true;
+        ag_ctx_clear_error(ag_device_ctx(a->dev));
+        *capturing = false;
+        return AG_OK;
+    }
+    if (st != AG_OK)
+        *capturing = true;
+    return st;
+}
+
 bool ag_stream_idle(ag_memalloc *a, uint32_t u)
 {
     bool idle = false;
@@ -222,14 +239,30 @@ bool ag_stream_seen_idle(ag_memalloc *a, uint32_t u, uint8_t *asked)
     return asked[u] == 1;
 }
 
-bool ag_pend_record(ag_memalloc *a, uint32_t u, ag_block *b, bool query, ag_status *first)
+/* A refused idle query of stream u: whether u captures (the refusal
+ * forgotten then), else the refusal stands. */
+static bool refused_for_capture(ag_memalloc *a, uint32_t u)
+{
+    ag_ctx *dctx = ag_device_ctx(a->dev);
+    ag_err_saved saved;
+    ag_ctx_error_save(dctx, &saved);
+    bool capt = false;
+    if (ag_stream_capturing(a, u, &capt) == AG_OK && capt) {
+        ag_ctx_clear_error(dctx);
+        return true;
+    }
+    ag_ctx_error_restore(dctx, &saved);
+    return false;
+}
+
+ag_pend_out ag_pend_record(ag_memalloc *a, uint32_t u, ag_block *b, bool query, ag_status *first)
 {
     ag_astream *s = &a->st[u];
     /* the mark before the query or record: it never claims more than the
      * device answers for */
     uint64_t mark = ag_hb_mark(a, u);
     ag_status st = AG_OK;
-    bool done = false;
+    bool done = false, recorded = true;
     if (query) {
         /* an idle stream needs no event at all */
         st = ag_stream_query(a, u, &done);
@@ -237,25 +270,33 @@ bool ag_pend_record(ag_memalloc *a, uint32_t u, ag_block *b, bool query, ag_stat
             st = AG_OK; /* an older backend: ask an event instead */
         else
             query = false; /* busy: the event is polled later */
+        if (st != AG_OK && refused_for_capture(a, u)) {
+            st = AG_OK;
+            recorded = false;
+        }
     }
     ag_dev_event *ev = NULL;
-    if (st == AG_OK && !done) {
+    if (st == AG_OK && !done && recorded) {
         ev = a->spare_ev[--a->nspare_ev];
-        st = ag_dev_event_record(a->dev, ev, a->streams[u]);
-        if (st == AG_OK && query) {
+        st = ag_dev_event_record_eager(a->dev, ev, a->streams[u], &recorded);
+        if (st == AG_OK && recorded && query) {
             st = ag_dev_event_query(a->dev, ev, &done);
             a->s.event_polls++;
         }
     }
-    if (st != AG_OK) {
+    if (st != AG_OK || !recorded) {
         /* the block stays counted: it can only be recycled otherwise */
         if (ev)
             a->spare_ev[a->nspare_ev++] = ev;
+        if (st == AG_OK) {
+            a->s.capture_waits++;
+            return AG_PEND_CAPTURING;
+        }
         if (*first == AG_OK) {
             ag_dev_note(a);
             *first = AG_ERR(a->ctx, st, "stream %u: recording the event of a deferred free: %s", u, a->devmsg);
         }
-        return false;
+        return AG_PEND_FAILED;
     }
     if (done) {
         /* u was idle: the host has seen the point, as a poll would */
@@ -263,7 +304,7 @@ bool ag_pend_record(ag_memalloc *a, uint32_t u, ag_block *b, bool query, ag_stat
             a->spare_ev[a->nspare_ev++] = ev;
         ag_hb_join(a, UINT32_MAX, mark);
         ag_epoch_done(a, u);
-        return true;
+        return AG_PEND_IDLE;
     }
     ag_bpend *p = &s->pend[s->npend++];
     p->ev = ev;
@@ -272,7 +313,7 @@ bool ag_pend_record(ag_memalloc *a, uint32_t u, ag_block *b, bool query, ag_stat
     p->mark = mark;
     p->seq = ++s->ev_seq;
     a->npend++;
-    return false;
+    return AG_PEND_QUEUED;
 }
 
 /* The spare array has a slot for every event ever made, so that putting
@@ -349,22 +390,22 @@ ag_status ag_base_free(ag_memalloc *a, ag_block *b, uint32_t stream)
     ag_stat_unused(a, b, true);
     /* One event per recorded stream; the block is counted for all of them
      * first, so one that cannot be recorded keeps it out of reuse until
-     * the host has waited for that stream instead. */
+     * the host has waited for that stream instead.  A stream that captures
+     * can take neither (its record would go into the graph, and it cannot
+     * be synchronised): the block waits for the clean. */
     AG_MIF_EACH(b->mif, a->w, u)
         b->events++;
     ag_status first = dev;
     uint32_t waited = 0;
     bool lost = false;
     AG_MIF_EACH(b->mif, a->w, u) {
-        uint32_t queued = a->st[u].npend;
-        if (dev == AG_OK)
-            ag_pend_record(a, u, b, false, &first); /* (no query: queued, or failed) */
-        if (a->st[u].npend == queued) {
-            if (wait_instead(a, u))
-                waited++;
-            else
-                lost = true; /* neither an event nor a synchronise: the clean's */
-        }
+        ag_pend_out out = dev == AG_OK ? ag_pend_record(a, u, b, false, &first) : AG_PEND_FAILED;
+        if (out == AG_PEND_CAPTURING)
+            lost = true;
+        else if (out == AG_PEND_FAILED && wait_instead(a, u)) /* (no query: never idle) */
+            waited++;
+        else if (out == AG_PEND_FAILED)
+            lost = true; /* neither an event nor a synchronise: the clean's */
     }
     b->events -= waited;
     a->base_orphans += lost;

@@ -444,6 +444,7 @@ struct ag_memalloc {
      * left empty. */
     uint64_t clean_lrecs, clean_borrows;
     bool no_stream_query; /* the device predates ag_dev_stream_query */
+    bool no_capture_query; /* the device predates ag_dev_stream_capturing */
     bool stream_query_ok; /* ... and it answered once: it does not */
     bool keep_device;     /* ag_alloc_destroy: no synchronise proved the streams done */
     /* The largest block the front caches keep: none without front_blocks;
@@ -751,22 +752,39 @@ ag_status ag_base_free(ag_memalloc *a, ag_block *b, uint32_t stream);
  * same way, as a fallback to the notices its event edges carry. */
 ag_status ag_base_poll(ag_memalloc *a, bool block);
 void ag_base_release_events(ag_memalloc *a);
+/* What ag_pend_record did. */
+typedef enum ag_pend_out {
+    AG_PEND_QUEUED,   /* an event recorded and queued, b counted for it */
+    AG_PEND_IDLE,     /* u was idle: nothing queued, u's epoch seen */
+    AG_PEND_FAILED,   /* the device failed (raised into *first if the first) */
+    AG_PEND_CAPTURING /* u captures: no event could stand for its eager work */
+} ag_pend_out;
 /* Records a deferred-free event for b on stream u and queues it (room for
- * the event and the entry was reserved by the caller); on a device failure
- * the first one is raised into *first and b stays counted for u.  query:
- * first ask whether u is idle (ag_dev_stream_query; on a device without
- * it, record the event and ask that); true when u was idle, in which case
- * nothing is queued and u's epoch counts as seen. */
-bool ag_pend_record(ag_memalloc *a, uint32_t u, ag_block *b, bool query, ag_status *first);
+ * the event and the entry was reserved by the caller), with
+ * ag_dev_event_record_eager: a stream that captures takes none (counted in
+ * capture_waits).  On a device failure the first one is raised into *first.
+ * Unless queued, b stays counted for u.  query: first ask whether u is idle
+ * (ag_dev_stream_query; on a device without it, record the event and ask
+ * that; a refused query asks whether u captures). */
+ag_pend_out ag_pend_record(ag_memalloc *a, uint32_t u, ag_block *b, bool query, ag_status *first);
 /* Asks the device, without waiting, whether stream u is idle (counted in
  * stream_queries).  AG_EUNSUPPORTED: the device predates the query (then
  * and from then on, without asking; its error cleared); another failure
  * is the device's, with its message in the device's ctx. */
 ag_status ag_stream_query(ag_memalloc *a, uint32_t u, bool *idle);
+/* Whether stream u captures (ag_dev_stream_capturing).  An event recorded
+ * on a capturing stream, or a wait enqueued on one, goes into a graph and
+ * orders none of the stream's eager work: the allocator records and waits
+ * on eager streams only.  A device that predates the query cannot tell:
+ * not capturing (then and from then on, without asking; its error
+ * cleared).  Another failure is the device's (its message in the device's
+ * ctx), and the stream counts as capturing. */
+ag_status ag_stream_capturing(ag_memalloc *a, uint32_t u, bool *capturing);
 /* Whether the host sees stream u idle now (then every work enqueued on it
  * so far is done, and its epoch counts as seen); a device that cannot
  * tell, or fails, answers busy (its error cleared).  The second form asks
- * once per round: asked[u] is 0 before, 1 idle, 2 busy. */
+ * once per round: asked[u] is 0 before, 1 idle, 2 busy (the pool miss's
+ * look marks 3 a busy stream it found capturing). */
 bool ag_stream_idle(ag_memalloc *a, uint32_t u);
 /* Synchronises stream u, and the host has seen it complete (its epoch,
  * the happens-before hook); the device's status. */

@@ -109,8 +109,9 @@ static ag_span *steal_pick(ag_memalloc *a, uint64_t size, uint32_t *owner)
  * device memory.  The owner's queued work may still touch it (frees are
  * stream ordered): unless the host has seen that work complete, an event
  * recorded on the owner and waited for by the growing stream orders it
- * first, without blocking the host.  Returns its span, still in the
- * owner's pool, or NULL (nothing fits, or no event). */
+ * first, without blocking the host (neither may capture: a captured record
+ * or wait orders nothing until its graph is launched).  Returns its span,
+ * still in the owner's pool, or NULL (nothing fits, or no event). */
 static ag_span *steal_ordered(ag_memalloc *a, uint64_t size)
 {
     uint32_t owner = 0, to = a->grow_stream;
@@ -125,9 +126,14 @@ static ag_span *steal_ordered(ag_memalloc *a, uint64_t size)
         }
         ag_dev_event *ev = a->spare_ev[a->nspare_ev - 1u];
         uint64_t mark = ag_hb_mark(a, owner); /* before the record: never claims more */
-        if (ag_dev_event_record(a->dev, ev, a->streams[owner]) != AG_OK ||
-            ag_dev_stream_wait_event(a->dev, a->streams[to], ev) != AG_OK) {
+        bool rec = false, wait = false;
+        if (ag_dev_event_record_eager(a->dev, ev, a->streams[owner], &rec) != AG_OK ||
+            (rec && ag_dev_stream_wait_event_eager(a->dev, a->streams[to], ev, &wait) != AG_OK)) {
             ag_ctx_clear_error(ag_device_ctx(a->dev));
+            return NULL;
+        }
+        if (!rec || !wait) {
+            a->s.capture_waits++; /* a captured record or wait would order nothing */
             return NULL;
         }
         ag_hb_join(a, to, mark);

@@ -275,6 +275,20 @@ static void lazy_wait(ag_memalloc *a, ag_block *b)
     a->s.fallbacks_deferred++;
 }
 
+/* A fallback some of whose events could not be recorded (the device
+ * refused one, or a user captures): counted, they would never let b go
+ * home.  b is to wait again, for a later look or the clean; the events
+ * queued for it since queued (the count of deferred frees before) and the
+ * notices of its releases go stale with a new version. */
+static void fallback_undo(ag_memalloc *a, ag_block *b, uint64_t queued)
+{
+    b->events = 0;
+    if (a->npend != queued) {
+        ag_lrec_forget(a, b);
+        b->version++;
+    }
+}
+
 /* Every user has freed b but the notices that would let a stream reuse it
  * have not arrived: as a fallback, each other user stream is asked whether
  * it is idle (then it needs nothing more).  If one is busy, a block of at
@@ -307,10 +321,20 @@ static ag_status defer_free(ag_memalloc *a, ag_block *b, uint32_t nusers)
     }
     ag_status first = AG_OK;
     b->events = nusers;
-    AG_MIF_EACH(any, a->w, u)
-        b->events -= ag_pend_record(a, u, b, true, &first);
-    if (b->events == 0 && first == AG_OK)
+    uint64_t queued = a->npend;
+    bool captured = false;
+    AG_MIF_EACH(any, a->w, u) {
+        ag_pend_out out = ag_pend_record(a, u, b, true, &first);
+        b->events -= out == AG_PEND_IDLE;
+        captured = captured || out == AG_PEND_CAPTURING;
+    }
+    if (captured && first == AG_OK) {
+        /* a user captures: the block waits, as a smaller one does */
+        fallback_undo(a, b, queued);
+        lazy_wait(a, b);
+    } else if (b->events == 0 && first == AG_OK) {
         fallback_done(a, b);
+    }
     return first;
 }
 
@@ -376,24 +400,28 @@ ag_status ag_lazy_flush(ag_memalloc *a)
             fallback_done(a, b);
             continue;
         }
+        bool capturing = false; /* a user this look found capturing (asked 3) */
+        AG_MIF_EACH(any, a->w, u)
+            capturing = capturing || asked[u] == 3;
+        if (capturing) {
+            a->s.capture_waits++;
+            a->lazy[keep++] = e;
+            continue;
+        }
         a->s.fallbacks_recorded++;
         b->events = nbusy;
         uint64_t queued = a->npend;
+        bool missed = false; /* an event the device refused, or a user that captures */
         AG_MIF_EACH(any, a->w, u)
-            if (asked[u] != 1)
-                ag_pend_record(a, u, b, false, &first);
-        if (first != AG_OK) {
-            /* The device refused one of its events: counted, it would
-             * never let the block go home.  The block waits again, for a
-             * later look or the clean; the events queued for it before
-             * the refusal (and the notices of its releases) go stale with
-             * a new version. */
-            a->s.fallbacks_recorded--;
-            b->events = 0;
-            if (a->npend != queued) {
-                ag_lrec_forget(a, b);
-                b->version++;
+            if (asked[u] != 1) {
+                ag_pend_out out = ag_pend_record(a, u, b, false, &first);
+                if (out == AG_PEND_CAPTURING)
+                    asked[u] = 3;
+                missed = missed || out != AG_PEND_QUEUED;
             }
+        if (missed) {
+            a->s.fallbacks_recorded--;
+            fallback_undo(a, b, queued);
             a->lazy[keep++] = (ag_lazy){b, b->version};
         }
     }
@@ -442,7 +470,7 @@ static __attribute__((noinline)) ag_status last_free(ag_memalloc *a, ag_block *b
         if (dev != AG_OK && dev != AG_EDEVICE)
             return dev;
     }
-    if (nusers && (!now || dev != AG_OK))
+    if (nusers) /* (with now, should a user capture) */
         AG_TRY(ag_lazy_reserve(a));
     b->occ[stream] = 0;
     b->users = 0;
@@ -569,6 +597,17 @@ static ag_status chan_reserve(ag_memalloc *a, ag_chan *c, uint32_t more)
     return AG_OK;
 }
 
+/* A send from a capturing stream: its record goes into the graph, as the
+ * caller asked, but stands for none of src's eager work, so it carries
+ * nothing; the releases and the borrowed blocks it would carry wait for
+ * the next send from src to dst outside a capture.  The event keeps its
+ * last eager point, which what the channel still holds was sent with. */
+static __attribute__((noinline)) ag_status captured_send(ag_memalloc *a, ag_chan *c, uint32_t src)
+{
+    a->s.captured_kernels++;
+    return ag_dev_event_record(a->dev, c->ev, a->streams[src]);
+}
+
 ag_status ag_multi_send(ag_memalloc *a, uint32_t src, uint32_t dst)
 {
     ag_chan *c = NULL;
@@ -579,12 +618,21 @@ ag_status ag_multi_send(ag_memalloc *a, uint32_t src, uint32_t dst)
     uint32_t from = s->nlive ? ag_lrec_cursor(s, dst) : s->nlrec;
     if (from < s->nlrec)
         AG_TRY(chan_reserve(a, c, s->nlrec - from));
-    ag_status st = ag_dev_event_record(a->dev, c->ev, a->streams[src]);
+    /* Only what the send carries must stand for src's eager work: one that
+     * carries nothing records as the caller asked, captured or not. */
+    bool carry = from < s->nlrec || (s->borrow.count && s->borrow.by_birth[dst]);
+    bool eager = true;
+    ag_status st = carry ? ag_dev_event_record_eager(a->dev, c->ev, a->streams[src], &eager)
+                         : ag_dev_event_record(a->dev, c->ev, a->streams[src]);
+    if (st == AG_OK && !eager)
+        st = captured_send(a, c, src);
     if (st != AG_OK) {
         ag_dev_note(a);
         return AG_ERR(a->ctx, st, "send from stream %u to stream %u: %s", src, dst, a->devmsg);
     }
     c->recorded = true;
+    if (!eager)
+        return AG_OK;
     for (uint32_t k = from; k < s->nlrec; k++) {
         if (!ag_lrec_live(&s->lrec[k]))
             continue; /* recycled since */
@@ -660,12 +708,23 @@ ag_status ag_multi_wait(ag_memalloc *a, uint32_t dst, uint32_t src)
     ag_chan *c = a->chans[(size_t)src * a->n + dst];
     if (!c || !c->recorded)
         return AG_OK;
-    ag_status st = ag_dev_stream_wait_event(a->dev, a->streams[dst], c->ev);
+    /* Only a wait that applies something must order dst's eager work (most
+     * sends carry nothing) */
+    bool apply = c->nnotes || c->home, eager = true;
+    ag_status st = apply ? ag_dev_stream_wait_event_eager(a->dev, a->streams[dst], c->ev, &eager)
+                         : ag_dev_stream_wait_event(a->dev, a->streams[dst], c->ev);
+    if (st == AG_OK && !eager) {
+        /* dst captures: the wait goes into the graph, and orders none of
+         * dst's eager work; what the channel carries waits for dst's next
+         * wait for src outside a capture */
+        a->s.captured_kernels++;
+        st = ag_dev_stream_wait_event(a->dev, a->streams[dst], c->ev);
+    }
     if (st != AG_OK) {
         ag_dev_note(a);
         return AG_ERR(a->ctx, st, "stream %u waiting for stream %u: %s", dst, src, a->devmsg);
     }
-    if (c->nnotes || c->home) /* (most sends carry nothing) */
+    if (apply && eager)
         chan_apply(a, c, dst);
     return AG_OK;
 }

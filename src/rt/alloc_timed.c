@@ -241,14 +241,38 @@ static void td_event_destroy(void *impl, ag_dev_event *e)
     ag_dev_event_destroy(t->inner, e);
 }
 
+/* The model of a record made: the event completes with s's work so far. */
+static void model_record(ag_timed *t, ag_dev_event *e, ag_dev_stream *s)
+{
+    uint64_t *p = tmap_find(&t->events, e);
+    if (p)
+        *p = stream_end(t, s);
+}
+
+/* The model of a wait enqueued: s's later work starts after e's point. */
+static void model_wait(ag_timed *t, ag_dev_stream *s, ag_dev_event *e)
+{
+    uint64_t *p = tmap_find(&t->events, e);
+    if (p && *p > stream_end(t, s))
+        stream_set(t, s, *p);
+}
+
 static ag_status td_event_record(void *impl, ag_dev_event *e, ag_dev_stream *s)
 {
     ((ag_timed *)impl)->calls++;
     ag_timed *t = impl;
     AG_TRY(ag_dev_event_record(t->inner, e, s));
-    uint64_t *p = tmap_find(&t->events, e);
-    if (p)
-        *p = stream_end(t, s);
+    model_record(t, e, s);
+    return AG_OK;
+}
+
+static ag_status td_event_record_eager(void *impl, ag_dev_event *e, ag_dev_stream *s, bool *recorded)
+{
+    ((ag_timed *)impl)->calls++;
+    ag_timed *t = impl;
+    AG_TRY(ag_dev_event_record_eager(t->inner, e, s, recorded));
+    if (*recorded)
+        model_record(t, e, s);
     return AG_OK;
 }
 
@@ -257,9 +281,17 @@ static ag_status td_stream_wait_event(void *impl, ag_dev_stream *s, ag_dev_event
     ((ag_timed *)impl)->calls++;
     ag_timed *t = impl;
     AG_TRY(ag_dev_stream_wait_event(t->inner, s, e));
-    uint64_t *p = tmap_find(&t->events, e);
-    if (p && *p > stream_end(t, s))
-        stream_set(t, s, *p);
+    model_wait(t, s, e);
+    return AG_OK;
+}
+
+static ag_status td_stream_wait_event_eager(void *impl, ag_dev_stream *s, ag_dev_event *e, bool *enqueued)
+{
+    ((ag_timed *)impl)->calls++;
+    ag_timed *t = impl;
+    AG_TRY(ag_dev_stream_wait_event_eager(t->inner, s, e, enqueued));
+    if (*enqueued)
+        model_wait(t, s, e);
     return AG_OK;
 }
 
@@ -289,6 +321,19 @@ static ag_status td_stream_query(void *impl, ag_dev_stream *s, bool *idle)
         AG_TRY(ag_dev_stream_synchronize(t->inner, s));
     *idle = true;
     return AG_OK;
+}
+
+/* No stream captures through this wrapper and the device is healthy: the
+ * answer without the inner device's lock (one per send and wait). */
+static ag_status td_stream_capturing(void *impl, ag_dev_stream *s, bool *capturing)
+{
+    ag_timed *t = impl;
+    t->calls++;
+    if (!t->capturing && ag_dev_device_state(t->inner, NULL) == AG_DEV_HEALTHY) {
+        *capturing = false;
+        return AG_OK;
+    }
+    return ag_dev_stream_capturing(t->inner, s, capturing);
 }
 
 static ag_status td_event_query(void *impl, ag_dev_event *e, bool *done)
@@ -398,6 +443,9 @@ static const ag_device_ops timed_ops = {
     .stream_wait_event = td_stream_wait_event,
     .event_query = td_event_query,
     .stream_query = td_stream_query,
+    .stream_capturing = td_stream_capturing,
+    .event_record_eager = td_event_record_eager,
+    .stream_wait_event_eager = td_stream_wait_event_eager,
     .event_synchronize = td_event_synchronize,
     .capture_begin = td_capture_begin,
     .capture_end = td_capture_end,

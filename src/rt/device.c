@@ -38,7 +38,10 @@ const char *ag_dev_entry_name(ag_dev_entry e)
 
 static bool ops_complete(const ag_device_ops *o)
 {
-    if ((OPS_HAS(o, launch_copy) && !o->launch_copy) || (OPS_HAS(o, stream_query) && !o->stream_query))
+    if ((OPS_HAS(o, launch_copy) && !o->launch_copy) || (OPS_HAS(o, stream_query) && !o->stream_query) ||
+        (OPS_HAS(o, stream_capturing) && !o->stream_capturing) ||
+        (OPS_HAS(o, event_record_eager) && !o->event_record_eager) ||
+        (OPS_HAS(o, stream_wait_event_eager) && !o->stream_wait_event_eager))
         return false;
     return o->size >= AG_DEVICE_OPS_SIZE_V1 && o->name && o->destroy && o->mem_alloc && o->mem_free && o->memcpy_async &&
            o->memset_async && o->launch && o->stream_create && o->stream_destroy && o->stream_synchronize &&
@@ -176,6 +179,16 @@ ag_status ag_dev_stream_query(ag_device *dev, ag_dev_stream *s, bool *idle)
     return dev->ops->stream_query(dev->impl, s, idle);
 }
 
+ag_status ag_dev_stream_capturing(ag_device *dev, ag_dev_stream *s, bool *capturing)
+{
+    CHECK_DEV(dev);
+    CHECK_ARG(dev, s && capturing, "stream_capturing", "stream or out is NULL");
+    if (!OPS_HAS(dev->ops, stream_capturing))
+        return AG_ERR(dev->ctx, AG_EUNSUPPORTED, "device stream_capturing: backend '%s' predates this entry",
+                      dev->ops->name);
+    return dev->ops->stream_capturing(dev->impl, s, capturing);
+}
+
 ag_status ag_dev_launch_copy(ag_device *dev, ag_dev_stream *s, ag_dev_kernel_fn fn, const void *args, size_t n,
                              const char *name)
 {
@@ -243,6 +256,28 @@ ag_status ag_dev_stream_wait_event(ag_device *dev, ag_dev_stream *s, ag_dev_even
     CHECK_DEV(dev);
     CHECK_ARG(dev, e && s, "stream_wait_event", "event or stream is NULL");
     return dev->ops->stream_wait_event(dev->impl, s, e);
+}
+
+ag_status ag_dev_event_record_eager(ag_device *dev, ag_dev_event *e, ag_dev_stream *s, bool *recorded)
+{
+    CHECK_DEV(dev);
+    CHECK_ARG(dev, e && s && recorded, "event_record_eager", "event, stream or out is NULL");
+    if (!OPS_HAS(dev->ops, event_record_eager)) {
+        *recorded = true;
+        return dev->ops->event_record(dev->impl, e, s);
+    }
+    return dev->ops->event_record_eager(dev->impl, e, s, recorded);
+}
+
+ag_status ag_dev_stream_wait_event_eager(ag_device *dev, ag_dev_stream *s, ag_dev_event *e, bool *enqueued)
+{
+    CHECK_DEV(dev);
+    CHECK_ARG(dev, e && s && enqueued, "stream_wait_event_eager", "event, stream or out is NULL");
+    if (!OPS_HAS(dev->ops, stream_wait_event_eager)) {
+        *enqueued = true;
+        return dev->ops->stream_wait_event(dev->impl, s, e);
+    }
+    return dev->ops->stream_wait_event_eager(dev->impl, s, e, enqueued);
 }
 
 ag_status ag_dev_event_query(ag_device *dev, ag_dev_event *e, bool *done)

@@ -211,6 +211,22 @@ static ag_status fault_stream_wait_event(void *impl, ag_dev_stream *s, ag_dev_ev
     return settle(w, deferred_, ag_dev_stream_wait_event(w->inner, s, e));
 }
 
+static ag_status fault_event_record_eager(void *impl, ag_dev_event *e, ag_dev_stream *s, bool *recorded)
+{
+    fault_dev *w = impl;
+    INJECT_ON(w, AG_DEV_E_EVENT_RECORD, s);
+    *recorded = true; /* (behind a deferred fault, a refusal read as success) */
+    return settle(w, deferred_, ag_dev_event_record_eager(w->inner, e, s, recorded));
+}
+
+static ag_status fault_stream_wait_event_eager(void *impl, ag_dev_stream *s, ag_dev_event *e, bool *enqueued)
+{
+    fault_dev *w = impl;
+    INJECT_ON(w, AG_DEV_E_STREAM_WAIT, s);
+    *enqueued = true;
+    return settle(w, deferred_, ag_dev_stream_wait_event_eager(w->inner, s, e, enqueued));
+}
+
 static ag_status fault_event_query(void *impl, ag_dev_event *e, bool *done)
 {
     fault_dev *w = impl;
@@ -223,6 +239,13 @@ static ag_status fault_stream_query(void *impl, ag_dev_stream *s, bool *idle)
     fault_dev *w = impl;
     INJECT(w, AG_DEV_E_STREAM_QUERY);
     return ag_dev_stream_query(w->inner, s, idle);
+}
+
+static ag_status fault_stream_capturing(void *impl, ag_dev_stream *s, bool *capturing)
+{
+    fault_dev *w = impl;
+    INJECT(w, AG_DEV_E_STREAM_CAPTURING);
+    return ag_dev_stream_capturing(w->inner, s, capturing);
 }
 
 static ag_status fault_event_synchronize(void *impl, ag_dev_event *e)
@@ -302,6 +325,9 @@ static const ag_device_ops fault_ops = {
     .stream_wait_event = fault_stream_wait_event,
     .event_query = fault_event_query,
     .stream_query = fault_stream_query,
+    .stream_capturing = fault_stream_capturing,
+    .event_record_eager = fault_event_record_eager,
+    .stream_wait_event_eager = fault_stream_wait_event_eager,
     .event_synchronize = fault_event_synchronize,
     .capture_begin = fault_capture_begin,
     .capture_end = fault_capture_end,

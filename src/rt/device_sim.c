@@ -893,15 +893,19 @@ static void sim_event_destroy(void *impl, ag_dev_event *e)
     unlock(d);
 }
 
-static ag_status sim_event_record(void *impl, ag_dev_event *e, ag_dev_stream *s)
+/* Records e on s; on a capturing stream, captures the record (eager NULL)
+ * or, for the eager form, declines it (*eager false). */
+static inline __attribute__((always_inline)) ag_status event_record_in(sim *d, ag_dev_event *e, ag_dev_stream *s,
+                                                                       bool *eager)
 {
-    sim *d = impl;
     ag_status st = AG_OK;
     lock(d);
     ag_assert(e->magic == EVENT_MAGIC && e->dev == d && !e->user_dead);
     ag_assert(s->magic == STREAM_MAGIC && s->dev == d);
     if (d->poisoned) {
-        st = poisoned_err(d, "event_record");
+        st = poisoned_err(d, eager ? "event_record_eager" : "event_record");
+    } else if (s->capturing && eager) {
+        *eager = false;
     } else if (s->capturing) {
         sim_op op = {.kind = OP_RECORD_EV, .event = e};
         st = submit(d, s, &op);
@@ -910,9 +914,21 @@ static ag_status sim_event_record(void *impl, ag_dev_event *e, ag_dev_stream *s)
         e->stream_id = s->id;
         e->seq = s->enq_seq;
         d->st.records++;
+        if (eager)
+            *eager = true;
     }
     unlock(d);
     return st;
+}
+
+static ag_status sim_event_record(void *impl, ag_dev_event *e, ag_dev_stream *s)
+{
+    return event_record_in(impl, e, s, NULL);
+}
+
+static ag_status sim_event_record_eager(void *impl, ag_dev_event *e, ag_dev_stream *s, bool *recorded)
+{
+    return event_record_in(impl, e, s, recorded);
 }
 
 /* Enqueues on s a wait for e's current point (lock held, s not capturing). */
@@ -929,23 +945,38 @@ static ag_status wait_event_now(sim *d, ag_dev_stream *s, const ag_dev_event *e)
     return st;
 }
 
-static ag_status sim_stream_wait_event(void *impl, ag_dev_stream *s, ag_dev_event *e)
+/* The same for a wait: enqueued, captured (eager NULL), or declined. */
+static inline __attribute__((always_inline)) ag_status stream_wait_in(sim *d, ag_dev_stream *s, ag_dev_event *e,
+                                                                      bool *eager)
 {
-    sim *d = impl;
-    ag_status st;
+    ag_status st = AG_OK;
     lock(d);
     ag_assert(e->magic == EVENT_MAGIC && e->dev == d && !e->user_dead);
     ag_assert(s->magic == STREAM_MAGIC && s->dev == d);
     if (d->poisoned) {
-        st = poisoned_err(d, "stream_wait_event");
+        st = poisoned_err(d, eager ? "stream_wait_event_eager" : "stream_wait_event");
+    } else if (s->capturing && eager) {
+        *eager = false;
     } else if (s->capturing) {
         sim_op op = {.kind = OP_WAIT_EV, .event = e};
         st = submit(d, s, &op);
     } else {
         st = wait_event_now(d, s, e);
+        if (eager)
+            *eager = true;
     }
     unlock(d);
     return st;
+}
+
+static ag_status sim_stream_wait_event(void *impl, ag_dev_stream *s, ag_dev_event *e)
+{
+    return stream_wait_in(impl, s, e, NULL);
+}
+
+static ag_status sim_stream_wait_event_eager(void *impl, ag_dev_stream *s, ag_dev_event *e, bool *enqueued)
+{
+    return stream_wait_in(impl, s, e, enqueued);
 }
 
 static ag_status sim_stream_query(void *impl, ag_dev_stream *s, bool *idle)
@@ -960,6 +991,20 @@ static ag_status sim_stream_query(void *impl, ag_dev_stream *s, bool *idle)
         st = poisoned_err(d, "stream_query");
     else
         *idle = s->done_seq >= s->enq_seq;
+    unlock(d);
+    return st;
+}
+
+static ag_status sim_stream_capturing(void *impl, ag_dev_stream *s, bool *capturing)
+{
+    sim *d = impl;
+    ag_status st = AG_OK;
+    lock(d);
+    ag_assert(s->magic == STREAM_MAGIC && s->dev == d);
+    if (d->poisoned)
+        st = poisoned_err(d, "stream_capturing");
+    else
+        *capturing = s->capturing;
     unlock(d);
     return st;
 }
@@ -1251,6 +1296,9 @@ static const ag_device_ops sim_ops = {
     .stream_wait_event = sim_stream_wait_event,
     .event_query = sim_event_query,
     .stream_query = sim_stream_query,
+    .stream_capturing = sim_stream_capturing,
+    .event_record_eager = sim_event_record_eager,
+    .stream_wait_event_eager = sim_stream_wait_event_eager,
     .event_synchronize = sim_event_synchronize,
     .capture_begin = sim_capture_begin,
     .capture_end = sim_capture_end,

@@ -76,6 +76,63 @@ static void test_timed_refuses(void **state)
     timed_close(&x);
 }
 
+/* The timed device says whether a stream captures (without the inner
+ * device while none does and it is healthy, refusing once it is
+ * poisoned), and an eager record or wait it declines leaves its model as
+ * it was: the event keeps its modelled time, the stream its finish. */
+static void test_timed_capture(void **state)
+{
+    (void)state;
+    timed_fix x;
+    timed_open(&x, 10, false);
+    ag_device *dev = x.dev;
+    ag_dev_stream *s = NULL, *s2 = NULL;
+    ag_dev_event *busy = NULL, *fresh = NULL;
+    assert_int_equal(ag_dev_stream_create(dev, &s), AG_OK);
+    assert_int_equal(ag_dev_stream_create(dev, &s2), AG_OK);
+    assert_int_equal(ag_dev_event_create(dev, &busy), AG_OK);
+    assert_int_equal(ag_dev_event_create(dev, &fresh), AG_OK);
+    ag_timed_kernel(x.t, s); /* busy for 10 ticks in the model */
+    assert_int_equal(ag_dev_event_record(dev, busy, s), AG_OK);
+    bool capt = true, rec = true, enq = true, done = false, idle = false;
+    assert_int_equal(ag_dev_stream_capturing(dev, s, &capt), AG_OK);
+    assert_false(capt);
+    assert_int_equal(ag_dev_capture_begin(dev, s), AG_OK);
+    assert_int_equal(ag_dev_stream_capturing(dev, s, &capt), AG_OK);
+    assert_true(capt);
+    assert_int_equal(ag_dev_event_record_eager(dev, fresh, s, &rec), AG_OK);
+    assert_false(rec);
+    assert_int_equal(ag_dev_event_query(dev, fresh, &done), AG_OK);
+    assert_true(done); /* not at s's modelled finish */
+    ag_dev_graph *g = NULL;
+    assert_int_equal(ag_dev_capture_end(dev, s, &g), AG_OK);
+    ag_dev_graph_destroy(dev, g);
+    assert_int_equal(ag_dev_capture_begin(dev, s2), AG_OK);
+    assert_int_equal(ag_dev_stream_wait_event_eager(dev, s2, busy, &enq), AG_OK);
+    assert_false(enq);
+    assert_int_equal(ag_dev_capture_end(dev, s2, &g), AG_OK);
+    ag_dev_graph_destroy(dev, g);
+    assert_int_equal(ag_dev_stream_query(dev, s2, &idle), AG_OK);
+    assert_true(idle); /* its finish not moved to the busy event's */
+    /* eager, as the plain forms: the model moves */
+    assert_int_equal(ag_dev_stream_wait_event_eager(dev, s2, busy, &enq), AG_OK);
+    assert_true(enq);
+    assert_int_equal(ag_dev_stream_query(dev, s2, &idle), AG_OK);
+    assert_false(idle);
+    assert_int_equal(ag_dev_event_record_eager(dev, fresh, s, &rec), AG_OK);
+    assert_true(rec);
+    assert_int_equal(ag_dev_event_query(dev, fresh, &done), AG_OK);
+    assert_false(done);
+    ag_dev_poison(dev, "a test fault");
+    assert_int_equal(ag_dev_stream_capturing(dev, s, &capt), AG_EDEVICE);
+    assert_true(agtest_errmsg_has(x.ctx, "a test fault"));
+    ag_dev_event_destroy(dev, busy);
+    ag_dev_event_destroy(dev, fresh);
+    ag_dev_stream_destroy(dev, s);
+    ag_dev_stream_destroy(dev, s2);
+    timed_close(&x);
+}
+
 /* The timed device passes on an inner event_query failure where its model
  * says the event is complete (as its stream_query does). */
 static void test_timed_query_failure(void **state)
@@ -380,6 +437,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_timed_refuses),
+        cmocka_unit_test(test_timed_capture),
         cmocka_unit_test(test_timed_query_failure),
         cmocka_unit_test(test_timed_idle_at_finish),
         cmocka_unit_test(test_timed_wait_keeps_later_finish),

@@ -1111,6 +1111,11 @@ static void lg_stats(void *impl, ag_dev_stats *out)
     ag_dev_stats_get(legacy_inner(impl), out);
 }
 
+static ag_status lg_stream_query(void *impl, ag_dev_stream *s, bool *idle)
+{
+    return ag_dev_stream_query(legacy_inner(impl), s, idle);
+}
+
 static void test_legacy_table(void **state)
 {
     (void)state;
@@ -1175,15 +1180,178 @@ static void test_legacy_table(void **state)
     ag_dev_stream_destroy(dev, s2);
     ag_dev_stream_destroy(dev, s);
     ag_device_destroy(dev);
-    ops.launch_copy = NULL;
 
-    /* A table of the current size must set the new entry; a shorter one
+    /* The third table (up to stream_query) cannot say whether a stream
+     * captures: the eager record and wait are the plain ones, captured. */
+    ops.size = AG_DEVICE_OPS_SIZE_V3;
+    ops.stream_query = lg_stream_query;
+    assert_int_equal(ag_device_create(ctx, &ops, inner, &dev), AG_OK);
+    assert_int_equal(ag_dev_stream_create(dev, &s), AG_OK);
+    assert_int_equal(ag_dev_stream_query(dev, s, &idle), AG_OK);
+    bool capt = false, rec = false, enq = false;
+    assert_int_equal(ag_dev_stream_capturing(dev, s, &capt), AG_EUNSUPPORTED);
+    assert_errmsg(ctx, "stream_capturing: backend 'legacy' predates");
+    ag_dev_event *e = NULL;
+    assert_int_equal(ag_dev_event_create(dev, &e), AG_OK);
+    uint64_t records = stats(inner).records;
+    assert_int_equal(ag_dev_capture_begin(dev, s), AG_OK);
+    assert_int_equal(ag_dev_event_record_eager(dev, e, s, &rec), AG_OK);
+    assert_int_equal(ag_dev_stream_wait_event_eager(dev, s, e, &enq), AG_OK);
+    assert_true(rec && enq);
+    ag_dev_graph *g = NULL;
+    assert_int_equal(ag_dev_capture_end(dev, s, &g), AG_OK);
+    assert_int_equal(ag_dev_graph_launch(dev, g, s), AG_OK);
+    assert_int_equal(ag_dev_stream_synchronize(dev, s), AG_OK);
+    assert_int_equal(stats(inner).records, records + 1); /* the captured record, at the replay */
+    ag_dev_graph_destroy(dev, g);
+    ag_dev_event_destroy(dev, e);
+    ag_dev_stream_destroy(dev, s);
+    ag_device_destroy(dev);
+    ops.launch_copy = NULL;
+    ops.stream_query = NULL;
+
+    /* A table of the current size must set the new entries; a shorter one
      * than the first is refused. */
     ops.size = sizeof ops;
     assert_int_equal(ag_device_create(ctx, &ops, inner, &dev), AG_EINVAL);
     assert_errmsg(ctx, "incomplete");
     ops.size = AG_DEVICE_OPS_SIZE_V1 - sizeof(void *);
     assert_int_equal(ag_device_create(ctx, &ops, inner, &dev), AG_EINVAL);
+    ag_device_destroy(inner);
+    ag_ctx_destroy(ctx);
+}
+
+/* stream_capturing answers between capture_begin and capture_end only,
+ * refuses on a poisoned device and checks its arguments.  The eager record
+ * and wait act as the plain forms on a stream that is not capturing and
+ * decline on a capturing one, where the plain forms go into the graph: the
+ * event keeps its earlier eager point (busy behind a gate; one never
+ * recorded stays complete), and the graph holds no record or wait of
+ * theirs. */
+static void test_capture_eager(void **state)
+{
+    (void)state;
+    ag_ctx *ctx = agtest_ctx();
+    ag_device *dev = sim(ctx, 1 << 20, 0, 0);
+    ag_dev_stream *s1, *s2;
+    ag_dev_event *e, *fresh;
+    assert_int_equal(ag_dev_stream_create(dev, &s1), AG_OK);
+    assert_int_equal(ag_dev_stream_create(dev, &s2), AG_OK);
+    assert_int_equal(ag_dev_event_create(dev, &e), AG_OK);
+    assert_int_equal(ag_dev_event_create(dev, &fresh), AG_OK);
+    bool capt = true, rec = false, enq = false, done = false;
+    assert_int_equal(ag_dev_stream_capturing(dev, s1, &capt), AG_OK);
+    assert_false(capt);
+    assert_int_equal(ag_dev_stream_capturing(dev, s1, NULL), AG_EINVAL);
+    assert_errmsg(ctx, "stream_capturing");
+    assert_int_equal(ag_dev_event_record_eager(dev, e, s1, NULL), AG_EINVAL);
+    assert_int_equal(ag_dev_stream_wait_event_eager(dev, s1, e, NULL), AG_EINVAL);
+
+    /* eager, on a stream that is not capturing: the plain forms */
+    gate g;
+    gate_init(&g);
+    assert_int_equal(ag_dev_launch(dev, s1, gate_kernel, &g, "gate"), AG_OK);
+    assert_int_equal(ag_dev_event_record_eager(dev, e, s1, &rec), AG_OK);
+    assert_true(rec);
+    assert_int_equal(ag_dev_stream_wait_event_eager(dev, s2, e, &enq), AG_OK);
+    assert_true(enq);
+    int after = 0;
+    assert_int_equal(ag_dev_launch(dev, s2, incr_kernel, &after, "incr"), AG_OK);
+    assert_int_equal(ag_dev_event_query(dev, e, &done), AG_OK);
+    assert_false(done);
+    assert_int_equal(stats(dev).records, 1);
+    assert_int_equal(stats(dev).waits, 1);
+
+    /* s1 captures: the eager forms decline, the plain ones are captured */
+    assert_int_equal(ag_dev_capture_begin(dev, s1), AG_OK);
+    assert_int_equal(ag_dev_stream_capturing(dev, s1, &capt), AG_OK);
+    assert_true(capt);
+    assert_int_equal(ag_dev_stream_capturing(dev, s2, &capt), AG_OK);
+    assert_false(capt);
+    rec = enq = true;
+    assert_int_equal(ag_dev_event_record_eager(dev, fresh, s1, &rec), AG_OK);
+    assert_false(rec);
+    assert_int_equal(ag_dev_event_record_eager(dev, e, s1, &rec), AG_OK);
+    assert_false(rec);
+    assert_int_equal(ag_dev_stream_wait_event_eager(dev, s1, e, &enq), AG_OK);
+    assert_false(enq);
+    assert_int_equal(ag_dev_event_query(dev, fresh, &done), AG_OK);
+    assert_true(done); /* never recorded */
+    assert_int_equal(ag_dev_event_query(dev, e, &done), AG_OK);
+    assert_false(done); /* still the point behind the gate */
+    assert_int_equal(ag_dev_event_record(dev, fresh, s1), AG_OK); /* into the graph */
+    assert_int_equal(ag_dev_event_query(dev, fresh, &done), AG_OK);
+    assert_true(done); /* a captured record is no eager point */
+    assert_int_equal(stats(dev).records, 1);
+    assert_int_equal(stats(dev).waits, 1);
+    ag_dev_graph *gr = NULL;
+    assert_int_equal(ag_dev_capture_end(dev, s1, &gr), AG_OK);
+    assert_int_equal(ag_dev_stream_capturing(dev, s1, &capt), AG_OK);
+    assert_false(capt);
+    gate_open(&g);
+    assert_int_equal(ag_dev_synchronize(dev), AG_OK);
+    assert_int_equal(after, 1);
+    assert_int_equal(ag_dev_graph_launch(dev, gr, s2), AG_OK);
+    assert_int_equal(ag_dev_synchronize(dev), AG_OK);
+    ag_dev_stats st = stats(dev);
+    assert_int_equal(st.records, 2); /* the plain record only */
+    assert_int_equal(st.waits, 1);
+    ag_dev_graph_destroy(dev, gr);
+
+    /* a poisoned device refuses all three */
+    ag_dev_poison(dev, "test");
+    assert_int_equal(ag_dev_stream_capturing(dev, s1, &capt), AG_EDEVICE);
+    assert_int_equal(ag_dev_event_record_eager(dev, e, s1, &rec), AG_EDEVICE);
+    assert_errmsg(ctx, "event_record_eager");
+    assert_int_equal(ag_dev_stream_wait_event_eager(dev, s1, e, &enq), AG_EDEVICE);
+    assert_errmsg(ctx, "stream_wait_event_eager");
+    ag_dev_event_destroy(dev, e);
+    ag_dev_event_destroy(dev, fresh);
+    ag_dev_stream_destroy(dev, s1);
+    ag_dev_stream_destroy(dev, s2);
+    ag_device_destroy(dev);
+    gate_fini(&g);
+    ag_ctx_destroy(ctx);
+}
+
+/* The fault wrapper counts the eager record and wait as event_record and
+ * stream_wait_event, and fails them there; stream_capturing is an entry of
+ * its own. */
+static void test_fault_eager_entries(void **state)
+{
+    (void)state;
+    ag_ctx *ctx = agtest_ctx();
+    ag_device *inner = sim(ctx, 1 << 20, 0, 0);
+    const ag_dev_entry ents[3] = {AG_DEV_E_EVENT_RECORD, AG_DEV_E_STREAM_WAIT, AG_DEV_E_STREAM_CAPTURING};
+    for (uint32_t k = 0; k < 3; k++) {
+        ag_dev_fault plan;
+        ag_dev_fault_init(&plan, AG_DEV_ENTRY_BIT(ents[k]), 2, 0, AG_FAULT_RETURN);
+        ag_device *dev = NULL;
+        assert_int_equal(ag_device_fault_wrap(ctx, inner, &plan, &dev), AG_OK);
+        ag_dev_stream *s;
+        ag_dev_event *e;
+        assert_int_equal(ag_dev_stream_create(dev, &s), AG_OK);
+        assert_int_equal(ag_dev_event_create(dev, &e), AG_OK);
+        bool out = false;
+        ag_status first, second;
+        if (k == 0) {
+            first = ag_dev_event_record(dev, e, s);
+            second = ag_dev_event_record_eager(dev, e, s, &out);
+        } else if (k == 1) {
+            first = ag_dev_stream_wait_event(dev, s, e);
+            second = ag_dev_stream_wait_event_eager(dev, s, e, &out);
+        } else {
+            first = ag_dev_stream_capturing(dev, s, &out);
+            second = ag_dev_stream_capturing(dev, s, &out);
+        }
+        assert_int_equal(first, AG_OK);
+        assert_int_equal(second, AG_EDEVICE);
+        assert_errmsg(ctx, "injected fault");
+        assert_int_equal(plan.nfail, 1);
+        ag_dev_event_destroy(dev, e);
+        ag_dev_stream_destroy(dev, s);
+        ag_device_destroy(dev);
+    }
     ag_device_destroy(inner);
     ag_ctx_destroy(ctx);
 }
@@ -2360,6 +2528,8 @@ int main(void)
         cmocka_unit_test(test_host_memory_direct),
         cmocka_unit_test(test_stream_query),
         cmocka_unit_test(test_legacy_table),
+        cmocka_unit_test(test_capture_eager),
+        cmocka_unit_test(test_fault_eager_entries),
         cmocka_unit_test(test_copy_host_side),
         cmocka_unit_test(test_deferred_fault_status),
         cmocka_unit_test(test_deferred_fault_refused_call),

@@ -1,0 +1,204 @@
+/* Unit tests of the allocator beside stream capture: an event recorded on
+ * a capturing stream goes into the graph and stands for none of that
+ * stream's eager work, so the allocator never lets one decide a reuse.
+ * A block whose user captures waits (both modes, both fallbacks); a send
+ * from, or a wait into, a capturing stream carries or applies nothing
+ * until the next one outside a capture; a region move needs both streams
+ * eager.  Each test fails if the allocator trusts a captured record. */
+#include <stdatomic.h>
+
+#include "support/agtest.h"
+#include "support/rt/alloc_fix.h"
+
+static void capture_begin(fix *f, uint32_t s)
+{
+    assert_int_equal(ag_dev_capture_begin(f->dev, f->s[s]), AG_OK);
+}
+
+/* Ends s's capture; returns the number of event records the graph holds
+ * (counted by the device when a launch of it runs; every stream's work
+ * must be able to finish). */
+static uint64_t capture_end_records(fix *f, uint32_t s)
+{
+    ag_dev_graph *g = NULL;
+    assert_int_equal(ag_dev_capture_end(f->dev, f->s[s], &g), AG_OK);
+    ag_dev_stats before = {.size = sizeof before}, after = {.size = sizeof after};
+    assert_int_equal(ag_dev_synchronize(f->dev), AG_OK);
+    ag_dev_stats_get(f->dev, &before);
+    assert_int_equal(ag_dev_graph_launch(f->dev, g, f->s[s]), AG_OK);
+    assert_int_equal(ag_dev_synchronize(f->dev), AG_OK);
+    ag_dev_stats_get(f->dev, &after);
+    ag_dev_graph_destroy(f->dev, g);
+    return after.records - before.records;
+}
+
+/* Opens f (two streams, mode, configuration c or the defaults) with one
+ * shared block of 4096 bytes born on stream 0 and released by stream 1,
+ * whose eager work, behind the gate *open, may still touch it; returns the
+ * block, stream 0's use not yet freed. */
+static ag_block *shared_block(fix *f, ag_alloc_mode mode, const ag_alloc_config *c, atomic_int *open)
+{
+    fix_open_cfg(f, 2, mode, 0, c);
+    gate(f, 1, open);
+    ag_block *b = xmalloc(f, 0, 4096);
+    assert_int_equal(ag_alloc_access(f->a, b, 1), AG_OK);
+    assert_int_equal(ag_alloc_free(f->a, b, 1), AG_OK); /* a release for stream 1's notices */
+    return b;
+}
+
+/* Whether any of the n blocks is at p. */
+static bool any_at(ag_block *const *x, uint32_t n, const void *p)
+{
+    for (uint32_t k = 0; k < n; k++)
+        if (x[k] && ag_block_ptr(x[k]) == p)
+            return true;
+    return false;
+}
+
+/* Block b (born on stream 0) is used by stream 1's eager work, held busy
+ * by a gate; both streams free it, and then stream 1 begins a capture.
+ * Pool misses on stream 0 must not hand b out while the gate is shut:
+ * the look's event on stream 1 would be captured (a never-recorded event
+ * reads complete), so the block waits.  Once the capture has ended and
+ * the work is done, the multi mode's next pool miss sends b home; the
+ * baseline's block waits for the clean.  With fallback_min 0 the multi
+ * mode records its fallback at the last free (the large-block path),
+ * which must wait the same way. */
+static void user_captures(ag_alloc_mode mode, uint64_t fallback_min)
+{
+    ag_alloc_config c;
+    ag_alloc_config_default(&c);
+    c.fallback_min = fallback_min;
+    fix f;
+    atomic_int open = 0;
+    ag_block *b = shared_block(&f, mode, &c, &open);
+    void *p = ag_block_ptr(b);
+    capture_begin(&f, 1);
+    assert_int_equal(ag_alloc_free(f.a, b, 0), AG_OK);
+    ag_block *x[6] = {0};
+    for (uint32_t k = 0; k < 6; k++)
+        x[k] = xmalloc(&f, 0, k < 3 ? (1u << 20) : 4096u);
+    ag_alloc_stats s = stats(f.a);
+    assert_false(any_at(x, 6, p));
+    assert_int_equal(s.pending, 4096);
+    assert_true(s.capture_waits > 0);
+    atomic_store(&open, 1);
+    assert_int_equal(capture_end_records(&f, 1), 0); /* no allocator event went into the graph */
+    if (mode == AG_ALLOC_MULTI) {
+        /* the next look, after the capture: home with no clean */
+        ag_block *y = xmalloc(&f, 0, 2u << 20);
+        assert_int_equal(stats(f.a).pending, 0);
+        assert_int_equal(ag_alloc_free(f.a, y, 0), AG_OK);
+    } else {
+        assert_int_equal(stats(f.a).pending, 4096);
+        assert_int_equal(ag_alloc_sync(f.a, AG_SYNC_CLEAN), AG_OK);
+        assert_int_equal(stats(f.a).pending, 0);
+    }
+    for (uint32_t k = 0; k < 6; k++)
+        assert_int_equal(ag_alloc_free(f.a, x[k], 0), AG_OK);
+    fix_close(&f);
+}
+
+static void test_user_captures(void **state)
+{
+    (void)state;
+    user_captures(AG_ALLOC_MULTI, 64u << 20); /* the block waits for a pool miss */
+    user_captures(AG_ALLOC_MULTI, 0);         /* the block records at its last free */
+    user_captures(AG_ALLOC_BASELINE, 0);
+}
+
+/* Stream 1 releases a shared block born on stream 0 and then captures;
+ * its send to stream 0 goes into the graph (the caller asked for it) but
+ * carries nothing: stream 0's wait learns nothing, and the block is not
+ * stream 0's again while stream 1's eager work may touch it.  After the
+ * capture, the next send carries the release.  Multi mode only (the
+ * baseline's sends carry nothing). */
+static void test_send_from_capture(void **state)
+{
+    (void)state;
+    fix f;
+    atomic_int open = 0;
+    ag_block *b = shared_block(&f, AG_ALLOC_MULTI, NULL, &open);
+    assert_int_equal(ag_alloc_free(f.a, b, 0), AG_OK); /* the last use: b waits */
+    capture_begin(&f, 1);
+    assert_int_equal(ag_alloc_send(f.a, 1, 0), AG_OK);
+    assert_int_equal(ag_alloc_wait(f.a, 0, 1), AG_OK);
+    ag_alloc_stats s = stats(f.a);
+    assert_int_equal(s.captured_kernels, 1);
+    assert_int_equal(s.notices_sent, 0);
+    assert_int_equal(s.pending, 4096);
+    atomic_store(&open, 1);
+    assert_int_equal(capture_end_records(&f, 1), 1); /* the send's record is the graph's */
+    /* after the capture: the release travels with the next send */
+    assert_int_equal(ag_alloc_send(f.a, 1, 0), AG_OK);
+    assert_int_equal(ag_alloc_wait(f.a, 0, 1), AG_OK);
+    s = stats(f.a);
+    assert_int_equal(s.captured_kernels, 1);
+    assert_int_equal(s.notices_sent, 1);
+    assert_int_equal(s.pending, 0);
+    fix_close(&f);
+}
+
+/* The same release sent before stream 0 captures: stream 0's wait goes
+ * into the graph and applies nothing (stream 0's eager work is not
+ * ordered after stream 1's), and the next wait outside the capture
+ * applies it, with no new send. */
+static void test_wait_into_capture(void **state)
+{
+    (void)state;
+    fix f;
+    atomic_int open = 0;
+    ag_block *b = shared_block(&f, AG_ALLOC_MULTI, NULL, &open);
+    assert_int_equal(ag_alloc_free(f.a, b, 0), AG_OK);
+    assert_int_equal(ag_alloc_send(f.a, 1, 0), AG_OK);
+    capture_begin(&f, 0);
+    assert_int_equal(ag_alloc_wait(f.a, 0, 1), AG_OK);
+    ag_alloc_stats s = stats(f.a);
+    assert_int_equal(s.captured_kernels, 1);
+    assert_int_equal(s.notices_applied, 0);
+    assert_int_equal(s.pending, 4096);
+    atomic_store(&open, 1);
+    assert_int_equal(capture_end_records(&f, 0), 0);
+    assert_int_equal(ag_alloc_wait(f.a, 0, 1), AG_OK);
+    s = stats(f.a);
+    assert_int_equal(s.notices_applied, 1);
+    assert_int_equal(s.pending, 0);
+    fix_close(&f);
+}
+
+/* A region of stream 0's pool moves to stream 1 only through an event
+ * recorded on 0 and waited for by 1 (test_region_move): with either
+ * stream capturing, neither orders the other's eager work, so the region
+ * stays and the device grows instead. */
+static void test_move_needs_eager(void **state)
+{
+    (void)state;
+    for (uint32_t capt = 0; capt < 2; capt++) {
+        fix f;
+        fix_open(&f, 2, AG_ALLOC_MULTI, 0);
+        ag_block *b = xmalloc(&f, 0, 3u << 20);
+        void *p = ag_block_ptr(b);
+        assert_int_equal(ag_alloc_free(f.a, b, 0), AG_OK);
+        capture_begin(&f, capt);
+        ag_block *c = xmalloc(&f, 1, 3u << 20);
+        ag_alloc_stats s = stats(f.a);
+        assert_ptr_not_equal(ag_block_ptr(c), p);
+        assert_int_equal(s.regions_moved, 0);
+        assert_int_equal(s.capture_waits, 1);
+        assert_true(s.peak_reserved > (4u << 20));
+        assert_int_equal(capture_end_records(&f, capt), 0);
+        assert_int_equal(ag_alloc_free(f.a, c, 1), AG_OK);
+        fix_close(&f);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_user_captures),
+        cmocka_unit_test(test_send_from_capture),
+        cmocka_unit_test(test_wait_into_capture),
+        cmocka_unit_test(test_move_needs_eager),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
