@@ -383,9 +383,11 @@ ag_status ag_lazy_flush(ag_memalloc *a)
         ag_mif_clear(any, a->w, 0, b->birth);
         uint32_t u, nbusy = 0;
         ag_status st = AG_OK;
+        bool capturing = false; /* a user this look found capturing (asked 3) */
         AG_MIF_EACH(any, a->w, u)
             if (!ag_stream_seen_idle(a, u, asked)) {
                 nbusy++;
+                capturing = capturing || asked[u] == 3;
                 if (st == AG_OK)
                     st = ag_pend_reserve(a, u);
             }
@@ -400,9 +402,6 @@ ag_status ag_lazy_flush(ag_memalloc *a)
             fallback_done(a, b);
             continue;
         }
-        bool capturing = false; /* a user this look found capturing (asked 3) */
-        AG_MIF_EACH(any, a->w, u)
-            capturing = capturing || asked[u] == 3;
         if (capturing) {
             a->s.capture_waits++;
             a->lazy[keep++] = e;
@@ -708,24 +707,28 @@ ag_status ag_multi_wait(ag_memalloc *a, uint32_t dst, uint32_t src)
     ag_chan *c = a->chans[(size_t)src * a->n + dst];
     if (!c || !c->recorded)
         return AG_OK;
-    /* Only a wait that applies something must order dst's eager work (most
-     * sends carry nothing) */
-    bool apply = c->nnotes || c->home, eager = true;
-    ag_status st = apply ? ag_dev_stream_wait_event_eager(a->dev, a->streams[dst], c->ev, &eager)
-                         : ag_dev_stream_wait_event(a->dev, a->streams[dst], c->ev);
-    if (st == AG_OK && !eager) {
-        /* dst captures: the wait goes into the graph, and orders none of
-         * dst's eager work; what the channel carries waits for dst's next
-         * wait for src outside a capture */
-        a->s.captured_kernels++;
+    ag_status st;
+    if (!c->nnotes && !c->home) {
+        /* applies nothing (most sends carry nothing): the caller's order
+         * alone, captured or not */
         st = ag_dev_stream_wait_event(a->dev, a->streams[dst], c->ev);
+    } else {
+        bool eager = true;
+        st = ag_dev_stream_wait_event_eager(a->dev, a->streams[dst], c->ev, &eager);
+        if (st == AG_OK && eager) {
+            chan_apply(a, c, dst);
+        } else if (st == AG_OK) {
+            /* dst captures: the wait goes into the graph, and orders none
+             * of dst's eager work; what the channel carries waits for
+             * dst's next wait for src outside a capture */
+            a->s.captured_kernels++;
+            st = ag_dev_stream_wait_event(a->dev, a->streams[dst], c->ev);
+        }
     }
     if (st != AG_OK) {
         ag_dev_note(a);
         return AG_ERR(a->ctx, st, "stream %u waiting for stream %u: %s", dst, src, a->devmsg);
     }
-    if (apply && eager)
-        chan_apply(a, c, dst);
     return AG_OK;
 }
 
