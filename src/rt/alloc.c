@@ -129,6 +129,7 @@ void ag_alloc_destroy(ag_memalloc *a)
             if (!c)
                 continue;
             ag_dev_event_destroy(a->dev, c->ev);
+            ag_dev_event_destroy(a->dev, c->gev);
             if (!ag_chan_slots_inline(c))
                 ag_free(ctx, c->notes, ag_chan_slot_bytes(c->capnotes, a->w));
             ag_free(ctx, c, ag_chan_bytes(a->w));

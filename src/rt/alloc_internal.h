@@ -329,6 +329,14 @@ typedef struct ag_notice { /* src's MIF row at the send is in the channel's rows
 
 typedef struct ag_chan {
     ag_dev_event *ev;
+    /* The event a send from a capturing src records into the graph (made
+     * at the first): every launch of that graph records it again, at the
+     * launch's point, so it is never ev, which stands for src's last eager
+     * point, the one the notices and blocks the channel holds were sent
+     * with.  glast: the last send was captured (a wait then waits for gev
+     * and applies nothing). */
+    ag_dev_event *gev;
+    bool glast;
     bool recorded;
     /* capnotes notice slots, then their rows (W words each): at first
      * the AG_CHAN_SLOTS slots allocated with the channel (ag_chan_bytes),

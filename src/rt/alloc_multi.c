@@ -599,12 +599,19 @@ static ag_status chan_reserve(ag_memalloc *a, ag_chan *c, uint32_t more)
 /* A send from a capturing stream: its record goes into the graph, as the
  * caller asked, but stands for none of src's eager work, so it carries
  * nothing; the releases and the borrowed blocks it would carry wait for
- * the next send from src to dst outside a capture.  The event keeps its
- * last eager point, which what the channel still holds was sent with. */
+ * the next send from src to dst outside a capture.  It records the
+ * channel's graph event, never its eager one: a launch of the graph
+ * records the event again, at the launch's point, and the eager one must
+ * keep src's last eager point, which what the channel still holds was
+ * sent with. */
 static __attribute__((noinline)) ag_status captured_send(ag_memalloc *a, ag_chan *c, uint32_t src)
 {
+    if (!c->gev)
+        AG_TRY(ag_dev_event_create(a->dev, &c->gev));
+    AG_TRY(ag_dev_event_record(a->dev, c->gev, a->streams[src]));
     a->s.captured_kernels++;
-    return ag_dev_event_record(a->dev, c->ev, a->streams[src]);
+    c->glast = true;
+    return AG_OK;
 }
 
 ag_status ag_multi_send(ag_memalloc *a, uint32_t src, uint32_t dst)
@@ -617,12 +624,11 @@ ag_status ag_multi_send(ag_memalloc *a, uint32_t src, uint32_t dst)
     uint32_t from = s->nlive ? ag_lrec_cursor(s, dst) : s->nlrec;
     if (from < s->nlrec)
         AG_TRY(chan_reserve(a, c, s->nlrec - from));
-    /* Only what the send carries must stand for src's eager work: one that
-     * carries nothing records as the caller asked, captured or not. */
-    bool carry = from < s->nlrec || (s->borrow.count && s->borrow.by_birth[dst]);
+    /* The channel's event stands for src's eager work only: even a send
+     * that carries nothing records the graph's event when captured
+     * (captured_send), for a launch would move the channel's. */
     bool eager = true;
-    ag_status st = carry ? ag_dev_event_record_eager(a->dev, c->ev, a->streams[src], &eager)
-                         : ag_dev_event_record(a->dev, c->ev, a->streams[src]);
+    ag_status st = ag_dev_event_record_eager(a->dev, c->ev, a->streams[src], &eager);
     if (st == AG_OK && !eager)
         st = captured_send(a, c, src);
     if (st != AG_OK) {
@@ -632,6 +638,7 @@ ag_status ag_multi_send(ag_memalloc *a, uint32_t src, uint32_t dst)
     c->recorded = true;
     if (!eager)
         return AG_OK;
+    c->glast = false;
     for (uint32_t k = from; k < s->nlrec; k++) {
         if (!ag_lrec_live(&s->lrec[k]))
             continue; /* recycled since */
@@ -708,10 +715,11 @@ ag_status ag_multi_wait(ag_memalloc *a, uint32_t dst, uint32_t src)
     if (!c || !c->recorded)
         return AG_OK;
     ag_status st;
-    if (!c->nnotes && !c->home) {
-        /* applies nothing (most sends carry nothing): the caller's order
-         * alone, captured or not */
-        st = ag_dev_stream_wait_event(a->dev, a->streams[dst], c->ev);
+    if (c->glast || (!c->nnotes && !c->home)) {
+        /* applies nothing (most sends carry nothing; after a captured send,
+         * what the channel holds waits for the next eager one): the
+         * caller's order alone, captured or not */
+        st = ag_dev_stream_wait_event(a->dev, a->streams[dst], c->glast ? c->gev : c->ev);
     } else {
         bool eager = true;
         st = ag_dev_stream_wait_event_eager(a->dev, a->streams[dst], c->ev, &eager);

@@ -346,7 +346,7 @@ static ag_status td_stream_query(void *impl, ag_dev_stream *s, bool *idle)
 }
 
 /* No stream captures through this wrapper and the device is healthy: the
- * answer without the inner device's lock (one per send and wait). */
+ * answer without the inner device's lock. */
 static ag_status td_stream_capturing(void *impl, ag_dev_stream *s, bool *capturing)
 {
     ag_timed *t = impl;

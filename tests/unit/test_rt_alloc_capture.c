@@ -15,10 +15,10 @@ static void capture_begin(fix *f, uint32_t s)
     assert_int_equal(ag_dev_capture_begin(f->dev, f->s[s]), AG_OK);
 }
 
-/* Ends s's capture; returns the number of event records the graph holds
- * (counted by the device when a launch of it runs; every stream's work
- * must be able to finish). */
-static uint64_t capture_end_records(fix *f, uint32_t s)
+/* Ends s's capture; returns the number of event records the graph holds,
+ * and its event waits in *waits (NULL: not asked), counted by the device
+ * when a launch of it runs; every stream's work must be able to finish. */
+static uint64_t capture_end_ops(fix *f, uint32_t s, uint64_t *waits)
 {
     ag_dev_graph *g = NULL;
     assert_int_equal(ag_dev_capture_end(f->dev, f->s[s], &g), AG_OK);
@@ -29,7 +29,14 @@ static uint64_t capture_end_records(fix *f, uint32_t s)
     assert_int_equal(ag_dev_synchronize(f->dev), AG_OK);
     ag_dev_stats_get(f->dev, &after);
     ag_dev_graph_destroy(f->dev, g);
+    if (waits)
+        *waits = after.waits - before.waits;
     return after.records - before.records;
+}
+
+static uint64_t capture_end_records(fix *f, uint32_t s)
+{
+    return capture_end_ops(f, s, NULL);
 }
 
 /* Opens f (two streams, mode, configuration c or the defaults) with one
@@ -75,6 +82,7 @@ static void user_captures(ag_alloc_mode mode, uint64_t fallback_min)
     void *p = ag_block_ptr(b);
     capture_begin(&f, 1);
     assert_int_equal(ag_alloc_free(f.a, b, 0), AG_OK);
+    assert_int_equal(ag_ctx_last_status(f.ctx), AG_OK); /* a query refused for the capture: forgotten */
     ag_block *x[6] = {0};
     for (uint32_t k = 0; k < 6; k++)
         x[k] = xmalloc(&f, 0, k < 3 ? (1u << 20) : 4096u);
@@ -142,7 +150,8 @@ static void test_send_from_capture(void **state)
 /* The same release sent before stream 0 captures: stream 0's wait goes
  * into the graph and applies nothing (stream 0's eager work is not
  * ordered after stream 1's), and the next wait outside the capture
- * applies it, with no new send. */
+ * applies it, with no new send.  The graph holds the wait all the same:
+ * the caller asked for it, and a launch must keep its order. */
 static void test_wait_into_capture(void **state)
 {
     (void)state;
@@ -158,7 +167,9 @@ static void test_wait_into_capture(void **state)
     assert_int_equal(s.notices_applied, 0);
     assert_int_equal(s.pending, 4096);
     atomic_store(&open, 1);
-    assert_int_equal(capture_end_records(&f, 0), 0);
+    uint64_t waits = 0;
+    assert_int_equal(capture_end_ops(&f, 0, &waits), 0);
+    assert_int_equal(waits, 1); /* the wait the caller asked for is the graph's */
     assert_int_equal(ag_alloc_wait(f.a, 0, 1), AG_OK);
     s = stats(f.a);
     assert_int_equal(s.notices_applied, 1);
@@ -192,6 +203,170 @@ static void test_move_needs_eager(void **state)
     }
 }
 
+/* Three streams: blocks b and c (born on 0) are used by stream 1, busy
+ * behind a gate, and by stream 2, which captures when stream 0 frees them
+ * last.  A look that records b's events queues one on stream 1 before it
+ * finds stream 2 capturing: that event must go stale (b's version moves),
+ * or its completion would count against a block that no longer waits for
+ * it, and b would never go home.  The look marks stream 2 and passes c by
+ * without recording anything (one record in all, on stream 1, for b).
+ * With fallback_min 0 the last frees record (and give up) the same way
+ * first, and the releases' entries of streams 1 and 2 go stale with the
+ * version (their lists count them no more).  After the capture, with
+ * stream 1 done, the poll at the next allocation (poll_every 1, before
+ * any look) finds the stale events, and the look sends both home. */
+static void busy_user_captures(uint64_t fallback_min)
+{
+    ag_alloc_config cfg;
+    ag_alloc_config_default(&cfg);
+    cfg.fallback_min = fallback_min;
+    cfg.poll_every = 1;
+    fix f;
+    fix_open_cfg(&f, 3, AG_ALLOC_MULTI, 0, &cfg);
+    atomic_int open = 0;
+    gate(&f, 1, &open);
+    ag_block *x[2];
+    void *p[2];
+    for (uint32_t k = 0; k < 2; k++) {
+        x[k] = xmalloc(&f, 0, 4096);
+        p[k] = ag_block_ptr(x[k]);
+        assert_int_equal(ag_alloc_access(f.a, x[k], 1), AG_OK);
+        assert_int_equal(ag_alloc_access(f.a, x[k], 2), AG_OK);
+        assert_int_equal(ag_alloc_free(f.a, x[k], 1), AG_OK);
+        assert_int_equal(ag_alloc_free(f.a, x[k], 2), AG_OK);
+    }
+    capture_begin(&f, 2);
+    for (uint32_t k = 0; k < 2; k++)
+        assert_int_equal(ag_alloc_free(f.a, x[k], 0), AG_OK);
+    ag_alloc_stats s = stats(f.a);
+    assert_int_equal(s.capture_waits, fallback_min ? 0 : 2);
+    if (!fallback_min)
+        assert_int_equal(f.a->st[1].nlive + f.a->st[2].nlive, 0);
+    uint64_t records = 0;
+    {
+        ag_dev_stats d = {.size = sizeof d};
+        ag_dev_stats_get(f.dev, &d);
+        records = d.records;
+    }
+    ag_block *y = xmalloc(&f, 0, 1u << 20); /* a pool miss: the look */
+    ag_dev_stats d = {.size = sizeof d};
+    ag_dev_stats_get(f.dev, &d);
+    assert_int_equal(d.records - records, 1); /* b's on stream 1; none for c */
+    ag_alloc_stats t = stats(f.a);
+    assert_int_equal(t.capture_waits - s.capture_waits, 2); /* b's record, c passed by */
+    assert_int_equal(t.fallbacks_recorded, 0);
+    assert_int_equal(t.pending, 8192);
+    assert_false(any_at(&y, 1, p[0]) || any_at(&y, 1, p[1]));
+    atomic_store(&open, 1);
+    assert_int_equal(ag_dev_stream_synchronize(f.dev, f.s[1]), AG_OK);
+    ag_dev_graph *g = NULL;
+    assert_int_equal(ag_dev_capture_end(f.dev, f.s[2], &g), AG_OK);
+    ag_dev_graph_destroy(f.dev, g);
+    ag_block *z = xmalloc(&f, 0, 2u << 20); /* the next look: both home */
+    t = stats(f.a);
+    assert_int_equal(t.pending, 0);
+    assert_int_equal(ag_alloc_free(f.a, y, 0), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, z, 0), AG_OK);
+    fix_close(&f);
+}
+
+static void test_busy_user_captures(void **state)
+{
+    (void)state;
+    busy_user_captures(64u << 20); /* the look records */
+    busy_user_captures(0);         /* the last frees record first */
+}
+
+/* A borrowed block born on stream 0 and freed by stream 1 (busy behind a
+ * gate) goes home with the next send from 1 to 0.  From a capturing stream
+ * 1 that send carries it not (its record is the graph's, and stands for
+ * none of stream 1's eager work): it stays on stream 1's borrow allocator
+ * until the next send outside the capture. */
+static void test_borrow_home_from_capture(void **state)
+{
+    (void)state;
+    fix f;
+    fix_open(&f, 2, AG_ALLOC_MULTI, 0);
+    atomic_int open = 0;
+    gate(&f, 1, &open);
+    ag_block *b = xmalloc(&f, 0, 4096);
+    void *p = ag_block_ptr(b);
+    assert_int_equal(ag_alloc_access(f.a, b, 1), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, b, 0), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, b, 1), AG_OK);
+    assert_int_equal(ag_alloc_send(f.a, 0, 1), AG_OK);
+    assert_int_equal(ag_alloc_wait(f.a, 1, 0), AG_OK);
+    ag_block *y = xmalloc(&f, 1, 4000); /* borrowed */
+    assert_ptr_equal(ag_block_ptr(y), p);
+    assert_int_equal(ag_alloc_free(f.a, y, 1), AG_OK);
+    ag_alloc_stats s = stats(f.a);
+    assert_int_equal(s.borrowed, 4096);
+    capture_begin(&f, 1);
+    assert_int_equal(ag_alloc_send(f.a, 1, 0), AG_OK);
+    assert_int_equal(ag_alloc_wait(f.a, 0, 1), AG_OK);
+    s = stats(f.a);
+    assert_int_equal(s.captured_kernels, 1);
+    assert_int_equal(s.returned_home, 0);
+    assert_int_equal(s.borrowed, 4096);
+    atomic_store(&open, 1);
+    assert_int_equal(capture_end_records(&f, 1), 1);
+    assert_int_equal(ag_alloc_send(f.a, 1, 0), AG_OK);
+    assert_int_equal(ag_alloc_wait(f.a, 0, 1), AG_OK);
+    s = stats(f.a);
+    assert_int_equal(s.returned_home, 1);
+    assert_int_equal(s.borrowed, 0);
+    fix_close(&f);
+}
+
+/* Stream 1's release travels to stream 0 with an eager send, its event at
+ * a point behind the gate; before stream 0 waits, stream 1 captures a
+ * second send (it carries nothing) and the graph is launched on stream 0.
+ * The launch records the graph's event again, at stream 0's point: were
+ * it the channel's event, stream 0's wait would order nothing after
+ * stream 1's eager work and still apply the release, so stream 0 would
+ * reuse the block under the gate.  The channel's event keeps stream 1's
+ * eager point (incomplete behind the gate); the wait after the captured
+ * send applies nothing, and the release applies with the next eager send,
+ * stream 0's later work waiting for the gate. */
+static void test_launch_keeps_eager_point(void **state)
+{
+    (void)state;
+    fix f;
+    atomic_int open = 0;
+    ag_block *b = shared_block(&f, AG_ALLOC_MULTI, NULL, &open);
+    assert_int_equal(ag_alloc_free(f.a, b, 0), AG_OK); /* the last use: b waits */
+    assert_int_equal(ag_alloc_send(f.a, 1, 0), AG_OK);  /* carries the release */
+    assert_int_equal(stats(f.a).notices_sent, 1);
+    capture_begin(&f, 1);
+    assert_int_equal(ag_alloc_send(f.a, 1, 0), AG_OK); /* carries nothing */
+    ag_dev_graph *g = NULL;
+    assert_int_equal(ag_dev_capture_end(f.dev, f.s[1], &g), AG_OK);
+    assert_int_equal(ag_dev_graph_launch(f.dev, g, f.s[0]), AG_OK);
+    assert_int_equal(ag_dev_stream_synchronize(f.dev, f.s[0]), AG_OK); /* (no wait of stream 0's yet) */
+    bool done = true;
+    assert_int_equal(ag_dev_event_query(f.dev, f.a->chans[1u * f.a->n + 0u]->ev, &done), AG_OK);
+    assert_false(done); /* still stream 1's point behind the gate */
+    assert_int_equal(ag_alloc_wait(f.a, 0, 1), AG_OK);
+    ag_alloc_stats s = stats(f.a);
+    assert_int_equal(s.notices_applied, 0);
+    assert_int_equal(s.pending, 4096);
+    assert_int_equal(ag_alloc_send(f.a, 1, 0), AG_OK); /* eager again */
+    assert_int_equal(ag_alloc_wait(f.a, 0, 1), AG_OK);
+    s = stats(f.a);
+    assert_int_equal(s.notices_applied, 1);
+    assert_int_equal(s.pending, 0);
+    ag_dev_event *e = NULL;
+    assert_int_equal(ag_dev_event_create(f.dev, &e), AG_OK);
+    assert_int_equal(ag_dev_event_record(f.dev, e, f.s[0]), AG_OK);
+    assert_int_equal(ag_dev_event_query(f.dev, e, &done), AG_OK);
+    assert_false(done); /* stream 0 is ordered after stream 1's eager work */
+    atomic_store(&open, 1);
+    assert_int_equal(ag_dev_synchronize(f.dev), AG_OK);
+    ag_dev_event_destroy(f.dev, e);
+    ag_dev_graph_destroy(f.dev, g);
+    fix_close(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -199,6 +374,9 @@ int main(void)
         cmocka_unit_test(test_send_from_capture),
         cmocka_unit_test(test_wait_into_capture),
         cmocka_unit_test(test_move_needs_eager),
+        cmocka_unit_test(test_launch_keeps_eager_point),
+        cmocka_unit_test(test_busy_user_captures),
+        cmocka_unit_test(test_borrow_home_from_capture),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -471,6 +471,45 @@ static void multi_record_fails(int variant)
     faulted_close(&f);
 }
 
+/* An idle query the device refuses for a stream that does not capture (an
+ * injected stream_query failure) at a shared block's last free
+ * (fallback_min 0: its fallback asks at once): only a capture forgives
+ * the refusal, so this one stands.  The free returns it with the use
+ * released, the block keeps waiting (nothing counted as a capture wait),
+ * and the clean sends it home. */
+static void test_query_refused_eager(void **state)
+{
+    (void)state;
+    ag_alloc_config c;
+    ag_alloc_config_default(&c);
+    c.fallback_min = 0;
+    faulted f;
+    faulted_open(&f, AG_DEV_E_STREAM_QUERY, &c);
+    ag_memalloc *a = f.a;
+    ag_block *b = NULL;
+    assert_int_equal(ag_alloc_malloc(a, 0, 65536, &b), AG_OK);
+    assert_int_equal(ag_alloc_access(a, b, 1), AG_OK);
+    char scratch[64];
+    late_write w = {.mem = scratch, .n = 64};
+    assert_int_equal(ag_dev_launch(f.sim, f.s[1], late_write_kernel, &w, "busy"), AG_OK);
+    assert_int_equal(ag_alloc_free(a, b, 1), AG_OK);
+    f.fl.fail_at = f.fl.calls + 1u; /* the fallback's idle query of stream 1 */
+    ag_status st = ag_alloc_free(a, b, 0);
+    f.fl.fail_at = 0;
+    assert_int_equal(f.fl.nfail, 1);
+    assert_int_equal(st, AG_EDEVICE);
+    assert_true(agtest_errmsg_has(f.ctx, "injected fault"));
+    ag_alloc_stats s = stats(a);
+    assert_int_equal(s.allocated, 0);
+    assert_int_equal(s.pending, 65536);
+    assert_int_equal(s.capture_waits, 0);
+    atomic_store(&w.open, 1);
+    assert_int_equal(ag_alloc_sync(a, AG_SYNC_CLEAN), AG_OK);
+    s = stats(a);
+    assert_int_equal(s.pending, 0);
+    faulted_close(&f);
+}
+
 static void test_multi_record_fails(void **state)
 {
     (void)state;
@@ -670,6 +709,7 @@ int main(void)
         cmocka_unit_test(test_free_on_failed_device),
         cmocka_unit_test(test_entry_checks),
         cmocka_unit_test(test_multi_record_fails),
+        cmocka_unit_test(test_query_refused_eager),
         cmocka_unit_test(test_look_refused),
         cmocka_unit_test(test_refused_look_retried),
     };

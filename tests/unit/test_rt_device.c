@@ -1115,6 +1115,18 @@ static ag_status lg_stream_query(void *impl, ag_dev_stream *s, bool *idle)
 {
     return ag_dev_stream_query(legacy_inner(impl), s, idle);
 }
+static ag_status lg_stream_capturing(void *impl, ag_dev_stream *s, bool *capturing)
+{
+    return ag_dev_stream_capturing(legacy_inner(impl), s, capturing);
+}
+static ag_status lg_record_eager(void *impl, ag_dev_event *e, ag_dev_stream *s, bool *recorded)
+{
+    return ag_dev_event_record_eager(legacy_inner(impl), e, s, recorded);
+}
+static ag_status lg_wait_eager(void *impl, ag_dev_stream *s, ag_dev_event *e, bool *enqueued)
+{
+    return ag_dev_stream_wait_event_eager(legacy_inner(impl), s, e, enqueued);
+}
 
 static void test_legacy_table(void **state)
 {
@@ -1207,12 +1219,40 @@ static void test_legacy_table(void **state)
     ag_dev_event_destroy(dev, e);
     ag_dev_stream_destroy(dev, s);
     ag_device_destroy(dev);
+
+    /* A table of the current size must set each of the capture entries:
+     * one left NULL is refused (the others set), all three are taken. */
+    ops.size = sizeof ops;
+    for (uint32_t k = 0; k < 4; k++) {
+        ops.stream_capturing = k == 0 ? NULL : lg_stream_capturing;
+        ops.event_record_eager = k == 1 ? NULL : lg_record_eager;
+        ops.stream_wait_event_eager = k == 2 ? NULL : lg_wait_eager;
+        dev = NULL;
+        assert_int_equal(ag_device_create(ctx, &ops, inner, &dev), k < 3 ? AG_EINVAL : AG_OK);
+        if (k < 3)
+            assert_errmsg(ctx, "incomplete");
+    }
+    assert_int_equal(ag_dev_stream_create(dev, &s), AG_OK);
+    assert_int_equal(ag_dev_capture_begin(dev, s), AG_OK);
+    rec = enq = true;
+    assert_int_equal(ag_dev_stream_capturing(dev, s, &capt), AG_OK);
+    assert_int_equal(ag_dev_event_create(dev, &e), AG_OK);
+    assert_int_equal(ag_dev_event_record_eager(dev, e, s, &rec), AG_OK);
+    assert_int_equal(ag_dev_stream_wait_event_eager(dev, s, e, &enq), AG_OK);
+    assert_true(capt && !rec && !enq); /* the backend's answers */
+    assert_int_equal(ag_dev_capture_end(dev, s, &g), AG_OK);
+    ag_dev_graph_destroy(dev, g);
+    ag_dev_event_destroy(dev, e);
+    ag_dev_stream_destroy(dev, s);
+    ag_device_destroy(dev);
+    ops.stream_capturing = NULL;
+    ops.event_record_eager = NULL;
+    ops.stream_wait_event_eager = NULL;
     ops.launch_copy = NULL;
     ops.stream_query = NULL;
 
     /* A table of the current size must set the new entries; a shorter one
      * than the first is refused. */
-    ops.size = sizeof ops;
     assert_int_equal(ag_device_create(ctx, &ops, inner, &dev), AG_EINVAL);
     assert_errmsg(ctx, "incomplete");
     ops.size = AG_DEVICE_OPS_SIZE_V1 - sizeof(void *);
