@@ -239,20 +239,28 @@ bool ag_stream_seen_idle(ag_memalloc *a, uint32_t u, uint8_t *asked)
     return asked[u] == 1;
 }
 
-/* A refused idle query of stream u: whether u captures (the refusal
- * forgotten then), else the refusal stands. */
-static bool refused_for_capture(ag_memalloc *a, uint32_t u)
+/* An idle query of stream u refused with st: asks whether u captures.
+ * *capt: it does (the refusal forgotten, AG_OK).  Otherwise the status
+ * that stands: the question's own failure if it failed (a poisoned device
+ * refuses both, and the query may have named the capture first), else the
+ * query's refusal, with its message. */
+static ag_status refused_for_capture(ag_memalloc *a, uint32_t u, ag_status st, bool *capt)
 {
     ag_ctx *dctx = ag_device_ctx(a->dev);
     ag_err_saved saved;
     ag_ctx_error_save(dctx, &saved);
-    bool capt = false;
-    if (ag_stream_capturing(a, u, &capt) == AG_OK && capt) {
+    *capt = false;
+    ag_status q = ag_stream_capturing(a, u, capt);
+    if (q != AG_OK) {
+        *capt = false;
+        return q;
+    }
+    if (*capt) {
         ag_ctx_clear_error(dctx);
-        return true;
+        return AG_OK;
     }
     ag_ctx_error_restore(dctx, &saved);
-    return false;
+    return st;
 }
 
 ag_pend_out ag_pend_record(ag_memalloc *a, uint32_t u, ag_block *b, bool query, ag_status *first)
@@ -270,10 +278,10 @@ ag_pend_out ag_pend_record(ag_memalloc *a, uint32_t u, ag_block *b, bool query, 
             st = AG_OK; /* an older backend: ask an event instead */
         else
             query = false; /* busy: the event is polled later */
-        if (st != AG_OK && refused_for_capture(a, u)) {
-            st = AG_OK;
-            recorded = false;
-        }
+        bool capt = false;
+        if (st != AG_OK)
+            st = refused_for_capture(a, u, st, &capt);
+        recorded = !capt;
     }
     ag_dev_event *ev = NULL;
     if (st == AG_OK && !done && recorded) {

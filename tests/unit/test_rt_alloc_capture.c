@@ -367,6 +367,38 @@ static void test_launch_keeps_eager_point(void **state)
     fix_close(&f);
 }
 
+/* On a poisoned device, a large block's last free (fallback_min 0) whose
+ * user captures fails with the device's poison: the idle query names the
+ * capture first (AG_EINVAL), but the question whether the stream captures
+ * is the poisoned device's refusal, and that one stands (AG_EDEVICE, the
+ * reason in the message).  A first shared block, its user idle, leaves a
+ * spare event, so that the second free reaches the query. */
+static void test_poisoned_capture(void **state)
+{
+    (void)state;
+    ag_alloc_config c;
+    ag_alloc_config_default(&c);
+    c.fallback_min = 0;
+    fix f;
+    fix_open_cfg(&f, 2, AG_ALLOC_MULTI, 0, &c);
+    for (int k = 0; k < 2; k++) {
+        ag_block *b = xmalloc(&f, 0, 4096);
+        assert_int_equal(ag_alloc_access(f.a, b, 1), AG_OK);
+        assert_int_equal(ag_alloc_free(f.a, b, 1), AG_OK);
+        if (k == 1) {
+            capture_begin(&f, 1);
+            ag_dev_poison(f.dev, "poisoned by the test");
+            assert_int_equal(ag_alloc_free(f.a, b, 0), AG_EDEVICE);
+            assert_true(agtest_errmsg_has(f.ctx, "poisoned by the test"));
+        } else {
+            assert_int_equal(ag_alloc_free(f.a, b, 0), AG_OK);
+            assert_int_equal(stats(f.a).pending, 0);
+        }
+    }
+    assert_int_equal(stats(f.a).capture_waits, 0);
+    fix_close(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -377,6 +409,7 @@ int main(void)
         cmocka_unit_test(test_launch_keeps_eager_point),
         cmocka_unit_test(test_busy_user_captures),
         cmocka_unit_test(test_borrow_home_from_capture),
+        cmocka_unit_test(test_poisoned_capture),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
