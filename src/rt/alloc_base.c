@@ -159,11 +159,10 @@ ag_status ag_stream_capturing(ag_memalloc *a, uint32_t u, bool *capturing)
     if (st == AG_EUNSUPPORTED) {
         a->no_capture_query = true;
         ag_ctx_clear_error(ag_device_ctx(a->dev));
-        *capturing = false;
-        return AG_OK;
+        st = AG_OK;
     }
     if (st != AG_OK)
-        *capturing = true;
+        *capturing = false; /* (the caller weighs the status) */
     return st;
 }
 
@@ -249,12 +248,9 @@ static ag_status refused_for_capture(ag_memalloc *a, uint32_t u, ag_status st, b
     ag_ctx *dctx = ag_device_ctx(a->dev);
     ag_err_saved saved;
     ag_ctx_error_save(dctx, &saved);
-    *capt = false;
     ag_status q = ag_stream_capturing(a, u, capt);
-    if (q != AG_OK) {
-        *capt = false;
+    if (q != AG_OK)
         return q;
-    }
     if (*capt) {
         ag_ctx_clear_error(dctx);
         return AG_OK;

@@ -786,7 +786,7 @@ ag_status ag_stream_query(ag_memalloc *a, uint32_t u, bool *idle);
  * on eager streams only.  A device that predates the query cannot tell:
  * not capturing (then and from then on, without asking; its error
  * cleared).  Another failure is the device's (its message in the device's
- * ctx), and the stream counts as capturing. */
+ * ctx; *capturing false, the caller weighs the status). */
 ag_status ag_stream_capturing(ag_memalloc *a, uint32_t u, bool *capturing);
 /* Whether the host sees stream u idle now (then every work enqueued on it
  * so far is done, and its epoch counts as seen); a device that cannot

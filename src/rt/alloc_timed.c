@@ -316,7 +316,6 @@ static ag_status td_stream_wait_event_eager(void *impl, ag_dev_stream *s, ag_dev
     return td_stream_wait_event(impl, s, e);
 }
 
-
 /* Busy in the model: the inner device still refuses what the seam says
  * it refuses (a poisoned device; a query of a capturing stream). */
 static ag_status model_busy(ag_timed *t, ag_dev_stream *s, ag_dev_event *e)
