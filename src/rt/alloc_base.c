@@ -166,22 +166,6 @@ ag_status ag_stream_capturing(ag_memalloc *a, uint32_t u, bool *capturing)
     return st;
 }
 
-bool ag_stream_idle(ag_memalloc *a, uint32_t u)
-{
-    bool idle = false;
-    uint64_t mark = ag_hb_mark(a, u); /* before the query: never claims more */
-    ag_status st = ag_stream_query(a, u, &idle);
-    if (st != AG_OK) {
-        ag_ctx_clear_error(ag_device_ctx(a->dev));
-        return false;
-    }
-    if (idle) {
-        ag_hb_join(a, UINT32_MAX, mark);
-        ag_epoch_done(a, u);
-    }
-    return idle;
-}
-
 ag_status ag_stream_sync(ag_memalloc *a, uint32_t u)
 {
     uint64_t mark = ag_hb_mark(a, u); /* before the synchronise: never claims more */
@@ -231,13 +215,6 @@ ag_status ag_base_clean(ag_memalloc *a)
     return AG_OK;
 }
 
-bool ag_stream_seen_idle(ag_memalloc *a, uint32_t u, uint8_t *asked)
-{
-    if (asked[u] == 0)
-        asked[u] = ag_stream_idle(a, u) ? 1 : 2;
-    return asked[u] == 1;
-}
-
 /* An idle query of stream u refused with st: asks whether u captures.
  * *capt: it does (the refusal forgotten, AG_OK).  Otherwise the status
  * that stands: the question's own failure if it failed (a poisoned device
@@ -257,6 +234,41 @@ static ag_status refused_for_capture(ag_memalloc *a, uint32_t u, ag_status st, b
     }
     ag_ctx_error_restore(dctx, &saved);
     return st;
+}
+
+/* Whether stream u is idle, asked without waiting.  A refusal reads
+ * busy, forgotten; with capt (NULL: not asked), whether the refusal was
+ * for a capture (the question asked then). */
+static bool stream_idle_in(ag_memalloc *a, uint32_t u, bool *capt)
+{
+    bool idle = false;
+    uint64_t mark = ag_hb_mark(a, u); /* before the query: never claims more */
+    ag_status st = ag_stream_query(a, u, &idle);
+    if (st != AG_OK) {
+        if (capt && st != AG_EUNSUPPORTED)
+            (void)refused_for_capture(a, u, st, capt);
+        ag_ctx_clear_error(ag_device_ctx(a->dev));
+        return false;
+    }
+    if (idle) {
+        ag_hb_join(a, UINT32_MAX, mark);
+        ag_epoch_done(a, u);
+    }
+    return idle;
+}
+
+bool ag_stream_idle(ag_memalloc *a, uint32_t u)
+{
+    return stream_idle_in(a, u, NULL);
+}
+
+bool ag_stream_seen_idle(ag_memalloc *a, uint32_t u, uint8_t *asked)
+{
+    if (asked[u] == 0) {
+        bool capt = false;
+        asked[u] = stream_idle_in(a, u, &capt) ? 1 : capt ? 3 : 2;
+    }
+    return asked[u] == 1;
 }
 
 ag_pend_out ag_pend_record(ag_memalloc *a, uint32_t u, ag_block *b, bool query, ag_status *first)

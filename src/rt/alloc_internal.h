@@ -791,8 +791,9 @@ ag_status ag_stream_capturing(ag_memalloc *a, uint32_t u, bool *capturing);
 /* Whether the host sees stream u idle now (then every work enqueued on it
  * so far is done, and its epoch counts as seen); a device that cannot
  * tell, or fails, answers busy (its error cleared).  The second form asks
- * once per round: asked[u] is 0 before, 1 idle, 2 busy (the pool miss's
- * look marks 3 a busy stream it found capturing). */
+ * once per round: asked[u] is 0 before, 1 idle, 2 busy, 3 capturing (the
+ * query refused for a capture, or, marked by the pool miss's look, an
+ * eager record declined for one). */
 bool ag_stream_idle(ag_memalloc *a, uint32_t u);
 /* Synchronises stream u, and the host has seen it complete (its epoch,
  * the happens-before hook); the device's status. */
