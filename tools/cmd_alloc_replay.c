@@ -50,12 +50,13 @@ void cmd_alloc_replay_help(FILE *f)
           "                   freed whole for requests of the same size (default 4;\n"
           "                   0..8; 0: none)\n"
           "  --check          verify that no block is handed out again before every\n"
-          "                   stream that used its memory is ordered before the new user\n"
-          "                   (at most 1024 streams)\n"
+          "                   stream that used its memory is ordered before the new user,\n"
+          "                   and that the trace orders each 'use' after the block's\n"
+          "                   alloc (at most 1024 streams)\n"
           "  -h, --help       this help\n"
           "\n"
-          "exit status: 0 replayed; 1 --check found a violation; 2 usage, input or\n"
-          "allocation error.\n",
+          "exit status: 0 replayed; 1 --check found a violation or a use the trace\n"
+          "does not order after its alloc; 2 usage, input or allocation error.\n",
           f);
 }
 
@@ -302,9 +303,20 @@ int cmd_alloc_replay(int argc, char **argv)
         printf("multi vs baseline: peak reserved x%.3f (%+.1f%%), time per operation x%.3f\n", rr,
                (rr - 1.0) * 100.0, tr);
     }
-    if (check)
+    ag_alloc_trace_order order = {.size = sizeof order};
+    if (check) {
         printf("check: %llu violations\n", (unsigned long long)violations);
-    rc = violations ? CLI_EXIT_FINDINGS : CLI_EXIT_OK;
+        st = ag_alloc_trace_order_check(ctx, t, &order);
+        if (st != AG_OK) {
+            cli_err_ctx(ctx, st, name);
+            goto out;
+        }
+        if (order.unordered_uses)
+            printf("check: %llu use%s not ordered after the block's alloc by the trace (a race in the traced "
+                   "program), the first at %s\n",
+                   (unsigned long long)order.unordered_uses, order.unordered_uses == 1 ? "" : "s", order.first);
+    }
+    rc = violations || order.unordered_uses ? CLI_EXIT_FINDINGS : CLI_EXIT_OK;
     if (!cli_close_output(stdout, NULL, true))
         rc = CLI_EXIT_USAGE; /* the results were lost */
 out:

@@ -304,6 +304,23 @@ typedef struct ag_alloc_replay_result {
                             * replay (on an accelerator, each is a driver call) */
 } ag_alloc_replay_result;
 
+/* The trace's own order (docs/runtime.md "Trace format"): the 'use' lines
+ * on a stream that the trace's records, waits and syncs do not order after
+ * the block's latest alloc on another stream.  Each is a race in the traced
+ * program (its reads may come before the producer's writes), which no
+ * allocator can order.  Independent of any replay: the allocator's own
+ * events and waits do not count.  A use of an ID never allocated before it
+ * is the replay's error, not counted here.  At most
+ * AG_ALLOC_CHECK_MAX_STREAMS streams (a clock per stream, n x n words, and
+ * n words for each pair that records). */
+typedef struct ag_alloc_trace_order {
+    size_t size;             /* sizeof(ag_alloc_trace_order): set by the caller */
+    uint64_t unordered_uses; /* such use lines */
+    char first[320];         /* the first of them, "TRACE:LINE: ..." ("": none) */
+} ag_alloc_trace_order;
+
+ag_status ag_alloc_trace_order_check(ag_ctx *ctx, const ag_alloc_trace *t, ag_alloc_trace_order *out);
+
 /* Replays t on dev (streams created here, through the timing model) with
  * cfg (nstreams taken from the trace when cfg->nstreams is smaller); opts
  * NULL: no check, instant kernels.  The check verifies every handed-out

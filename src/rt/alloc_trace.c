@@ -879,3 +879,106 @@ ag_status ag_alloc_replay(ag_ctx *ctx, ag_device *dev, const ag_alloc_trace *t, 
     replay_free(&r, tdev, streams);
     return st;
 }
+
+/* ---- the trace's own order ---- */
+
+/* Where an ID was last allocated: the stream, its position then, the line. */
+typedef struct produced {
+    uint64_t pos, line; /* line 0: never allocated yet */
+    uint32_t stream;
+} produced;
+
+typedef struct order_pass {
+    size_t n;
+    uint64_t *pos;    /* per stream: its alloc, use and free lines so far */
+    uint64_t *clock;  /* n x n: what stream s knows of stream u */
+    uint64_t **ev;    /* n x n: the clock the last record src -> dst carried
+                       * (n words, made at the pair's first record) */
+    produced *prod;   /* per ID */
+} order_pass;
+
+static void order_free(ag_ctx *ctx, order_pass *o, uint32_t nids)
+{
+    size_t n = o->n;
+    if (o->ev)
+        for (size_t k = 0; k < n * n; k++)
+            ag_free(ctx, o->ev[k], n * sizeof(uint64_t));
+    ag_free(ctx, o->ev, n * n * sizeof *o->ev);
+    ag_free(ctx, o->clock, n * n * sizeof *o->clock);
+    ag_free(ctx, o->pos, n * sizeof *o->pos);
+    ag_free(ctx, o->prod, (size_t)nids * sizeof *o->prod);
+}
+
+/* One operation of the pass; a use the clocks do not put after its block's
+ * alloc is counted in *r (the first described). */
+static ag_status order_step(ag_ctx *ctx, const ag_alloc_trace *t, order_pass *o, const trace_op *op,
+                            ag_alloc_trace_order *r)
+{
+    size_t n = o->n;
+    uint64_t *row = o->clock + (size_t)op->s1 * n;
+    switch (op->kind) {
+    case AG_TOP_ALLOC:
+    case AG_TOP_USE:
+    case AG_TOP_FREE:
+        row[op->s1] = ++o->pos[op->s1];
+        if (op->kind == AG_TOP_ALLOC) {
+            o->prod[op->id] = (produced){.pos = o->pos[op->s1], .line = op->line, .stream = op->s1};
+            return AG_OK;
+        }
+        const produced *p = &o->prod[op->id];
+        if (op->kind == AG_TOP_FREE || !p->line || p->stream == op->s1 || row[p->stream] >= p->pos)
+            return AG_OK;
+        if (r->unordered_uses++ == 0)
+            snprintf(r->first, sizeof r->first,
+                     "%s:%llu: stream %u uses block '%s', allocated on stream %u at line %llu, with no record and "
+                     "wait (or sync) ordering it after the alloc",
+                     t->name, (unsigned long long)op->line, op->s1, id_name(t, op->id).s, p->stream,
+                     (unsigned long long)p->line);
+        return AG_OK;
+    case AG_TOP_RECORD: {
+        uint64_t **ev = &o->ev[(size_t)op->s1 * n + op->s2];
+        if (!*ev && !(*ev = ag_alloc(ctx, n * sizeof **ev)))
+            return AG_OOM(ctx);
+        memcpy(*ev, row, n * sizeof **ev);
+        return AG_OK;
+    }
+    case AG_TOP_WAIT:
+        if (o->ev[(size_t)op->s2 * n + op->s1]) /* (none: no record yet) */
+            clock_merge(row, o->ev[(size_t)op->s2 * n + op->s1], n);
+        return AG_OK;
+    case AG_TOP_SYNC:
+        for (size_t s = 0; s < n; s++)
+            memcpy(o->clock + s * n, o->pos, n * sizeof *o->pos);
+        return AG_OK;
+    }
+    return AG_ERR(ctx, AG_EINTERNAL, "unknown operation kind %u", op->kind);
+}
+
+ag_status ag_alloc_trace_order_check(ag_ctx *ctx, const ag_alloc_trace *t, ag_alloc_trace_order *out)
+{
+    if (!t || !out || out->size == 0)
+        return AG_ERR(ctx, AG_EINVAL, "trace order check: trace or result missing, or result size 0");
+    size_t n = t->nstreams;
+    if (n > AG_ALLOC_CHECK_MAX_STREAMS)
+        return AG_ERR(ctx, AG_EINVAL, "%s: trace order check: at most %u streams, the trace has %zu", t->name,
+                      AG_ALLOC_CHECK_MAX_STREAMS, n);
+    ag_alloc_trace_order r;
+    memset(&r, 0, sizeof r);
+    r.size = sizeof r;
+    order_pass o = {.n = n};
+    o.pos = ag_calloc(ctx, n, sizeof *o.pos);
+    o.clock = ag_calloc(ctx, n * n, sizeof *o.clock);
+    o.ev = ag_calloc(ctx, n * n, sizeof *o.ev);
+    o.prod = ag_calloc(ctx, t->nids, sizeof *o.prod);
+    ag_status st = o.pos && o.clock && o.ev && o.prod ? AG_OK : AG_OOM(ctx);
+    const trace_op *ops = t->ops.data;
+    for (size_t k = 0; k < t->ops.len && st == AG_OK; k++)
+        st = order_step(ctx, t, &o, &ops[k], &r);
+    order_free(ctx, &o, t->nids);
+    if (st != AG_OK)
+        return st;
+    size_t sz = out->size < sizeof r ? out->size : sizeof r;
+    memcpy(out, &r, sz);
+    out->size = sz;
+    return AG_OK;
+}

@@ -1,6 +1,7 @@
 /* Fuzz target of the allocation trace reader and replay (docs/runtime.md
  * "Trace format"): any bytes must either be refused with a message naming
- * the line, or parse into a trace that replays on a small simulated device
+ * the line, or parse into a trace whose own order the order check reads
+ * (within its stream limit), and that replays on a small simulated device
  * in both allocator modes with the reuse checker on (once or several
  * times in a row), ending in AG_OK or a
  * clean error (the device full), leaving no device memory behind.  Traces
@@ -9,6 +10,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "aliasguard/aliasguard.h"
 
@@ -30,6 +32,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         ag_ctx_destroy(ctx);
         return 0;
+    }
+    /* the trace's own order: any parsed trace within the check's limit
+     * passes; the count never exceeds the operations, and the first is
+     * described exactly when there is one */
+    if (ag_alloc_trace_streams(t) <= AG_ALLOC_CHECK_MAX_STREAMS) {
+        ag_alloc_trace_order ord = {.size = sizeof ord};
+        st = ag_alloc_trace_order_check(ctx, t, &ord);
+        if (st != AG_OK || ord.unordered_uses > ag_alloc_trace_ops(t) ||
+            (ord.unordered_uses != 0) != (strncmp(ord.first, "fuzz.trace:", 11) == 0)) {
+            fprintf(stderr, "fuzz_alloc_trace: order check %s, %llu unordered, first '%s'\n", ag_status_str(st),
+                    (unsigned long long)ord.unordered_uses, ord.first);
+            abort();
+        }
     }
     /* up to 8 streams; beyond 64 (views of more than one word, a sparse
      * MIF) with short traces, since each stream is a worker thread */

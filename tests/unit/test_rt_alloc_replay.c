@@ -1,7 +1,8 @@
 /* Unit tests of trace replay: parse errors naming the line, a replay in
  * both modes under the reuse checker, the checker finding an unordered
- * reuse at 3, 256 and 1,024 streams, its marks staying bounded, and the
- * timed device's refusals and failures. */
+ * reuse at 3, 256 and 1,024 streams, its marks staying bounded, a use
+ * the trace does not order after its alloc, and the timed device's
+ * refusals and failures. */
 #include "support/agtest.h"
 #include "support/rt/alloc_fix.h"
 
@@ -422,6 +423,101 @@ static uint64_t check_peak(const char *text, ag_alloc_mode mode, uint32_t ticks,
     return ta.peak_bytes;
 }
 
+/* The trace's own order: a use that the trace's records, waits and syncs
+ * do not put after the block's alloc on another stream (the traced
+ * program's race).  Block a (line 2, stream 0) is used by stream 1 at
+ * line 11 with no wait since its alloc.  Before that use, a shared
+ * block's last free on stream 1 asks stream 0 whether it is idle, and in
+ * a replay the host's answer orders stream 0's alloc before stream 1's
+ * later work (the replay's check finds nothing wrong); the order check
+ * asks the trace alone and still counts the use.  Stream 0's use of y
+ * (after a record and a wait), b's use (the same), c's (after a sync) and
+ * a use on the alloc's own stream are ordered; d is allocated after the
+ * last record from 0 to 1, so the wait that follows orders d's use not. */
+static const char unordered_text[] = "streams 2\n"
+                                     "alloc a 64 0\n"
+                                     "alloc y 4096 1\n"
+                                     "record 1 0\n"
+                                     "wait 0 1\n"
+                                     "use y 0\n"
+                                     "free y 0\n"
+                                     "free y 1\n" /* the last free: stream 0 asked */
+                                     "use a 0\n"
+                                     "free a 0\n"
+                                     "use a 1\n" /* line 11: unordered */
+                                     "free a 1\n"
+                                     "free a 0\n"
+                                     "alloc b 64 0\n"
+                                     "record 0 1\n"
+                                     "wait 1 0\n"
+                                     "use b 1\n"
+                                     "free b 1\n"
+                                     "free b 0\n"
+                                     "alloc c 64 0\n"
+                                     "sync\n"
+                                     "use c 1\n"
+                                     "free c 1\n"
+                                     "free c 0\n"
+                                     "record 0 1\n"
+                                     "alloc d 64 0\n"
+                                     "wait 1 0\n"
+                                     "use d 1\n" /* line 28: unordered */
+                                     "free d 1\n"
+                                     "free d 0\n";
+
+static void test_trace_order(void **state)
+{
+    (void)state;
+    ag_ctx *ctx = agtest_ctx();
+    ag_device *dev = NULL;
+    assert_int_equal(ag_device_sim_create(ctx, NULL, &dev), AG_OK);
+    ag_alloc_trace *t = NULL;
+    assert_int_equal(ag_alloc_trace_parse(ctx, "t", unordered_text, strlen(unordered_text), &t), AG_OK);
+    ag_alloc_trace_order o = {.size = sizeof o};
+    assert_int_equal(ag_alloc_trace_order_check(ctx, t, &o), AG_OK);
+    assert_int_equal(o.size, sizeof o);
+    assert_int_equal(o.unordered_uses, 2);
+    assert_string_equal(o.first, "t:11: stream 1 uses block 'a', allocated on stream 0 at line 2, with no record "
+                                 "and wait (or sync) ordering it after the alloc");
+    /* replays, checked, in both modes: the allocator orders every reuse, and
+     * the multi mode asked stream 0 before line 11 */
+    for (int mode = 0; mode < 2; mode++) {
+        ag_alloc_replay_result r;
+        assert_int_equal(replay_in(ctx, dev, t, (ag_alloc_mode)mode, 0, &r), AG_OK);
+        assert_int_equal(r.violations, 0);
+        if (mode == AG_ALLOC_MULTI)
+            assert_true(r.stats.stream_queries > 0);
+    }
+    /* a caller's shorter struct gets what fits */
+    ag_alloc_trace_order small;
+    memset(&small, 0xAB, sizeof small);
+    small.size = offsetof(ag_alloc_trace_order, first);
+    assert_int_equal(ag_alloc_trace_order_check(ctx, t, &small), AG_OK);
+    assert_int_equal(small.size, offsetof(ag_alloc_trace_order, first));
+    assert_int_equal(small.unordered_uses, 2);
+    assert_int_equal((unsigned char)small.first[0], 0xAB); /* not written */
+    small.size = 0;
+    assert_int_equal(ag_alloc_trace_order_check(ctx, t, &small), AG_EINVAL);
+    assert_errmsg(ctx, "trace order check: trace or result missing, or result size 0");
+    ag_alloc_trace_destroy(t);
+    /* a trace in order: nothing, and an empty first */
+    const char *fine = "streams 2\nalloc a 64 0\nrecord 0 1\nwait 1 0\nuse a 1\nfree a 1\nfree a 0\n";
+    assert_int_equal(ag_alloc_trace_parse(ctx, "fine", fine, strlen(fine), &t), AG_OK);
+    o = (ag_alloc_trace_order){.size = sizeof o};
+    memset(o.first, 'x', sizeof o.first);
+    assert_int_equal(ag_alloc_trace_order_check(ctx, t, &o), AG_OK);
+    assert_int_equal(o.unordered_uses, 0);
+    assert_string_equal(o.first, "");
+    ag_alloc_trace_destroy(t);
+    /* the same limit as the replay's check */
+    const char *wide = "streams 1025\nalloc a 64 1024\nfree a 1024\n";
+    assert_int_equal(ag_alloc_trace_parse(ctx, "wide", wide, strlen(wide), &t), AG_OK);
+    assert_int_equal(ag_alloc_trace_order_check(ctx, t, &o), AG_EINVAL);
+    assert_errmsg(ctx, "wide: trace order check: at most 1024 streams, the trace has 1025");
+    ag_alloc_trace_destroy(t);
+    close_empty(ctx, dev);
+}
+
 static void test_check_marks_bounded(void **state)
 {
     (void)state;
@@ -447,6 +543,7 @@ int main(void)
         cmocka_unit_test(test_check_finds_reuse),
         cmocka_unit_test(test_check_carves),
         cmocka_unit_test(test_check_marks_bounded),
+        cmocka_unit_test(test_trace_order),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
