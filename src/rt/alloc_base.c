@@ -271,53 +271,62 @@ bool ag_stream_seen_idle(ag_memalloc *a, uint32_t u, uint8_t *asked)
     return asked[u] == 1;
 }
 
-ag_pend_out ag_pend_record(ag_memalloc *a, uint32_t u, ag_block *b, bool query, ag_status *first)
+ag_pend_out ag_pend_ask(ag_memalloc *a, uint32_t u, ag_status *first)
 {
-    ag_astream *s = &a->st[u];
-    /* the mark before the query or record: it never claims more than the
-     * device answers for */
-    uint64_t mark = ag_hb_mark(a, u);
-    ag_status st = AG_OK;
-    bool done = false, recorded = true;
-    if (query) {
-        /* an idle stream needs no event at all */
-        st = ag_stream_query(a, u, &done);
-        if (st == AG_EUNSUPPORTED)
-            st = AG_OK; /* an older backend: ask an event instead */
-        else
-            query = false; /* busy: the event is polled later */
-        bool capt = false;
-        if (st != AG_OK)
-            st = refused_for_capture(a, u, st, &capt);
-        recorded = !capt;
-    }
-    ag_dev_event *ev = NULL;
-    if (st == AG_OK && !done && recorded) {
-        ev = a->spare_ev[--a->nspare_ev];
-        st = ag_dev_event_record_eager(a->dev, ev, a->streams[u], &recorded);
-        if (st == AG_OK && recorded && query) {
-            st = ag_dev_event_query(a->dev, ev, &done);
-            a->s.event_polls++;
-        }
-    }
-    if (st != AG_OK || !recorded) {
-        /* the block stays counted: it can only be recycled otherwise */
-        if (ev)
-            a->spare_ev[a->nspare_ev++] = ev;
-        if (st == AG_OK) {
-            a->s.capture_waits++;
-            return AG_PEND_CAPTURING;
-        }
+    uint64_t mark = ag_hb_mark(a, u); /* before the query: never claims more */
+    bool idle = false, capt = false;
+    ag_status st = ag_stream_query(a, u, &idle);
+    if (st == AG_EUNSUPPORTED)
+        return AG_PEND_UNKNOWN;
+    if (st != AG_OK)
+        st = refused_for_capture(a, u, st, &capt);
+    if (st != AG_OK) {
         if (*first == AG_OK) {
             ag_dev_note(a);
-            *first = AG_ERR(a->ctx, st, "stream %u: recording the event of a deferred free: %s", u, a->devmsg);
+            *first = AG_ERR(a->ctx, st, "stream %u: asking whether it is idle, for a deferred free: %s", u,
+                            a->devmsg);
         }
         return AG_PEND_FAILED;
     }
-    if (done) {
+    if (capt) {
+        a->s.capture_waits++;
+        return AG_PEND_CAPTURING;
+    }
+    if (!idle)
+        return AG_PEND_BUSY;
+    ag_hb_join(a, UINT32_MAX, mark);
+    ag_epoch_done(a, u);
+    return AG_PEND_IDLE;
+}
+
+ag_pend_out ag_pend_record(ag_memalloc *a, uint32_t u, ag_block *b, bool ask_event, ag_status *first)
+{
+    ag_astream *s = &a->st[u];
+    /* the mark before the record: it never claims more than the event
+     * stands for */
+    uint64_t mark = ag_hb_mark(a, u);
+    bool done = false, recorded = true;
+    ag_dev_event *ev = a->spare_ev[--a->nspare_ev];
+    ag_status st = ag_dev_event_record_eager(a->dev, ev, a->streams[u], &recorded);
+    if (st == AG_OK && recorded && ask_event) {
+        st = ag_dev_event_query(a->dev, ev, &done);
+        a->s.event_polls++;
+    }
+    if (st != AG_OK || !recorded || done) {
+        /* the block stays counted: it can only be recycled otherwise */
+        a->spare_ev[a->nspare_ev++] = ev;
+        if (st == AG_OK && !recorded) {
+            a->s.capture_waits++;
+            return AG_PEND_CAPTURING;
+        }
+        if (st != AG_OK) {
+            if (*first == AG_OK) {
+                ag_dev_note(a);
+                *first = AG_ERR(a->ctx, st, "stream %u: recording the event of a deferred free: %s", u, a->devmsg);
+            }
+            return AG_PEND_FAILED;
+        }
         /* u was idle: the host has seen the point, as a poll would */
-        if (ev)
-            a->spare_ev[a->nspare_ev++] = ev;
         ag_hb_join(a, UINT32_MAX, mark);
         ag_epoch_done(a, u);
         return AG_PEND_IDLE;

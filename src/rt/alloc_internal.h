@@ -760,21 +760,27 @@ ag_status ag_base_free(ag_memalloc *a, ag_block *b, uint32_t stream);
  * same way, as a fallback to the notices its event edges carry. */
 ag_status ag_base_poll(ag_memalloc *a, bool block);
 void ag_base_release_events(ag_memalloc *a);
-/* What ag_pend_record did. */
+/* What ag_pend_ask found, or ag_pend_record did. */
 typedef enum ag_pend_out {
-    AG_PEND_QUEUED,   /* an event recorded and queued, b counted for it */
-    AG_PEND_IDLE,     /* u was idle: nothing queued, u's epoch seen */
-    AG_PEND_FAILED,   /* the device failed (raised into *first if the first) */
-    AG_PEND_CAPTURING /* u captures: no event could stand for its eager work */
+    AG_PEND_QUEUED,    /* an event recorded and queued, b counted for it */
+    AG_PEND_IDLE,      /* u was idle: nothing queued, u's epoch seen */
+    AG_PEND_FAILED,    /* the device failed (raised into *first if the first) */
+    AG_PEND_CAPTURING, /* u captures: no event could stand for its eager work */
+    AG_PEND_BUSY,      /* asked: u is busy (nothing recorded yet) */
+    AG_PEND_UNKNOWN    /* asked: the device cannot tell (it predates the query) */
 } ag_pend_out;
+/* Asks whether stream u is idle, for a deferred free (ag_dev_stream_query):
+ * a query refused asks whether u captures (counted in capture_waits), and
+ * any other refusal is raised into *first if the first. */
+ag_pend_out ag_pend_ask(ag_memalloc *a, uint32_t u, ag_status *first);
 /* Records a deferred-free event for b on stream u and queues it (room for
  * the event and the entry was reserved by the caller), with
  * ag_dev_event_record_eager: a stream that captures takes none (counted in
  * capture_waits).  On a device failure the first one is raised into *first.
- * Unless queued, b stays counted for u.  query: first ask whether u is idle
- * (ag_dev_stream_query; on a device without it, record the event and ask
- * that; a refused query asks whether u captures). */
-ag_pend_out ag_pend_record(ag_memalloc *a, uint32_t u, ag_block *b, bool query, ag_status *first);
+ * Unless queued, b stays counted for u.  ask_event: then ask the event
+ * whether it is complete (for a device that cannot say whether a stream is
+ * idle): idle if it is. */
+ag_pend_out ag_pend_record(ag_memalloc *a, uint32_t u, ag_block *b, bool ask_event, ag_status *first);
 /* Asks the device, without waiting, whether stream u is idle (counted in
  * stream_queries).  AG_EUNSUPPORTED: the device predates the query (then
  * and from then on, without asking; its error cleared); another failure

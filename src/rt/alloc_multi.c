@@ -300,7 +300,7 @@ static void fallback_undo(ag_memalloc *a, ag_block *b, uint64_t queued)
  * than the last use, they order after it just as well.  The users are in
  * b's scratch row; room for the events, or for the waiting entry, was
  * reserved by the caller. */
-static ag_status defer_free(ag_memalloc *a, ag_block *b, uint32_t nusers)
+static ag_status defer_free(ag_memalloc *a, ag_block *b)
 {
     const uint64_t *any = ag_mif_scratch(a, b);
     uint32_t u;
@@ -319,20 +319,40 @@ static ag_status defer_free(ag_memalloc *a, ag_block *b, uint32_t nusers)
         /* the device proved unable to tell just now: no query had
          * succeeded before, so the events were reserved */
     }
+    /* Every user is asked before any event is recorded: one that captures,
+     * or that the device cannot answer for, leaves the block waiting, as a
+     * smaller one does, with nothing recorded on the others. */
     ag_status first = AG_OK;
-    b->events = nusers;
-    uint64_t queued = a->npend;
-    bool captured = false;
+    uint8_t asked[AG_ALLOC_MAX_STREAMS];
+    uint32_t nbusy = 0;
+    bool stop = false;
     AG_MIF_EACH(any, a->w, u) {
-        ag_pend_out out = ag_pend_record(a, u, b, true, &first);
-        b->events -= out == AG_PEND_IDLE;
-        captured = captured || out == AG_PEND_CAPTURING;
+        ag_pend_out out = a->no_stream_query ? AG_PEND_UNKNOWN : ag_pend_ask(a, u, &first);
+        asked[u] = (uint8_t)out;
+        nbusy += out == AG_PEND_BUSY || out == AG_PEND_UNKNOWN;
+        stop = stop || out == AG_PEND_CAPTURING || out == AG_PEND_FAILED;
     }
-    if (captured && first == AG_OK) {
-        /* a user captures: the block waits, as a smaller one does */
+    if (stop || nbusy == 0) {
+        if (stop)
+            lazy_wait(a, b);
+        else
+            fallback_done(a, b); /* every user was idle already: home at once */
+        return first;
+    }
+    b->events = nbusy;
+    uint64_t queued = a->npend;
+    bool missed = false; /* a record the device refused, or a capture begun since the question */
+    AG_MIF_EACH(any, a->w, u)
+        if (asked[u] == AG_PEND_BUSY || asked[u] == AG_PEND_UNKNOWN) {
+            /* (a device that cannot say whether a stream is idle: its event) */
+            ag_pend_out out = ag_pend_record(a, u, b, asked[u] == AG_PEND_UNKNOWN, &first);
+            b->events -= out == AG_PEND_IDLE;
+            missed = missed || out == AG_PEND_CAPTURING || out == AG_PEND_FAILED;
+        }
+    if (missed) {
         fallback_undo(a, b, queued);
         lazy_wait(a, b);
-    } else if (b->events == 0 && first == AG_OK) {
+    } else if (b->events == 0) {
         fallback_done(a, b);
     }
     return first;
@@ -485,7 +505,7 @@ static __attribute__((noinline)) ag_status last_free(ag_memalloc *a, ag_block *b
     uint32_t version = b->version;
     ag_status st = dev;
     if (dev == AG_OK) {
-        st = defer_free(a, b, nusers);
+        st = defer_free(a, b);
     } else {
         /* no event to record: the block waits for its notices, or for a
          * pool miss to record them; the use is released all the same */
