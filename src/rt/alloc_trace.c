@@ -112,15 +112,21 @@ typedef struct id_text {
     char s[72];
 } id_text;
 
-static id_text id_show(const char *id)
+/* A word of the trace (n bytes at w) for a message: up to 64 bytes, a
+ * longer one shortened to 61 and '...', so that the reason still shows. */
+static id_text word_show(const char *w, size_t n)
 {
     id_text t;
-    size_t n = strlen(id);
     if (n <= 64)
-        snprintf(t.s, sizeof t.s, "%s", id);
+        snprintf(t.s, sizeof t.s, "%.*s", (int)n, w);
     else
-        snprintf(t.s, sizeof t.s, "%.61s...", id);
+        snprintf(t.s, sizeof t.s, "%.61s...", w);
     return t;
+}
+
+static id_text id_show(const char *id)
+{
+    return word_show(id, strlen(id));
 }
 
 static ag_status perr(parser *ps, const char *what)
@@ -208,11 +214,9 @@ static ag_status parse_line(parser *ps, const char *p, const char *end)
     } else if (IS("sync")) {
         op.kind = AG_TOP_SYNC;
     } else {
-        char buf[40];
-        snprintf(buf, sizeof buf, "%.*s", (int)(len < 32 ? len : 32), w);
         return AG_ERR(ps->t->ctx, AG_EPARSE,
                       "%s:%llu: unknown operation '%s' (expected streams, alloc, use, free, record, wait, sync)",
-                      ps->name, (unsigned long long)ps->line, buf);
+                      ps->name, (unsigned long long)ps->line, word_show(w, len).s);
     }
 #undef IS
     if (ag_vec_push(ps->t->ctx, &ps->t->ops, sizeof op, &op) != AG_OK)

@@ -255,6 +255,12 @@ static void test_trace_parse_errors(void **state)
         {"alloc a 10 0 9\n", "t:1: unexpected text"},
         {"record 1 1\n", "t:1: a stream cannot record"},
         {"alloc a 10 0\nstreams 3\n", "t:2: 'streams' must come before"},
+        /* a long word is shortened as an ID is, marked so: 64 bytes stay
+         * whole, 65 show 61 and '...' */
+        {"oooooooooooooooooooooooooooooooooooooooooooooooooooooooooooooooo\n",
+         "t:1: unknown operation 'oooooooooooooooooooooooooooooooooooooooooooooooooooooooooooooooo' (expected"},
+        {"ooooooooooooooooooooooooooooooooooooooooooooooooooooooooooooooooo\n",
+         "t:1: unknown operation 'ooooooooooooooooooooooooooooooooooooooooooooooooooooooooooooo...' (expected"},
     };
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
         assert_int_equal(ag_alloc_trace_parse(ctx, "t", bad[k].text, strlen(bad[k].text), &t), AG_EPARSE);
