@@ -416,6 +416,23 @@ static void test_move_nearest_idle(void **state)
     fix_close(&f);
 }
 
+/* Stream 1 frees a region of have bytes, then stream 0 asks for want: the
+ * region must not move (stream 0 gets another block, of want bytes, and no
+ * move is counted).  Returns that block; *s, the statistics right after
+ * the request. */
+static ag_block *region_stays(fix *f, uint64_t have, uint64_t want, ag_alloc_stats *s)
+{
+    ag_block *x = xmalloc(f, 1, have);
+    void *px = ag_block_ptr(x);
+    assert_int_equal(ag_alloc_free(f->a, x, 1), AG_OK);
+    ag_block *y = xmalloc(f, 0, want);
+    *s = stats(f->a);
+    assert_ptr_not_equal(ag_block_ptr(y), px);
+    assert_int_equal(ag_block_size(y), want);
+    assert_int_equal(s->regions_moved, 0);
+    return y;
+}
+
 /* A move stays below max_split for a smaller request also when its limit
  * (the size asked plus one L1 segment) is exactly max_split: a free 4 MiB
  * region of stream 1 (max_split 4 MiB) is not given whole to stream 0's
@@ -428,14 +445,8 @@ static void test_move_max_split_exact(void **state)
     c.max_split = 4u << 20;
     fix f;
     fix_open_cfg(&f, 2, AG_ALLOC_MULTI, 0, &c);
-    ag_block *x = xmalloc(&f, 1, 4u << 20);
-    void *px = ag_block_ptr(x);
-    assert_int_equal(ag_alloc_free(f.a, x, 1), AG_OK);
-    ag_block *y = xmalloc(&f, 0, 2u << 20);
-    ag_alloc_stats s = stats(f.a);
-    assert_ptr_not_equal(ag_block_ptr(y), px);
-    assert_int_equal(ag_block_size(y), 2u << 20);
-    assert_int_equal(s.regions_moved, 0);
+    ag_alloc_stats s;
+    ag_block *y = region_stays(&f, 4u << 20, 2u << 20, &s);
     assert_int_equal(s.reserved, 6u << 20);
     assert_int_equal(ag_alloc_free(f.a, y, 0), AG_OK);
     fix_close(&f);
@@ -454,14 +465,8 @@ static void test_move_oversize_waste_exact(void **state)
     c.large_slack = 100;
     fix f;
     fix_open_cfg(&f, 2, AG_ALLOC_MULTI, 0, &c);
-    ag_block *x = xmalloc(&f, 1, 40u << 20);
-    void *px = ag_block_ptr(x);
-    assert_int_equal(ag_alloc_free(f.a, x, 1), AG_OK);
-    ag_block *y = xmalloc(&f, 0, 20u << 20);
-    ag_alloc_stats s = stats(f.a);
-    assert_ptr_not_equal(ag_block_ptr(y), px);
-    assert_int_equal(ag_block_size(y), 20u << 20);
-    assert_int_equal(s.regions_moved, 0);
+    ag_alloc_stats s;
+    ag_block *y = region_stays(&f, 40u << 20, 20u << 20, &s);
     assert_int_equal(s.regions_gathered, 1);
     assert_int_equal(s.reserved, 60u << 20);
     assert_int_equal(ag_heap_cached(&f.a->l1), 40u << 20);
@@ -488,14 +493,8 @@ static void test_move_alone_limit_exact(void **state)
     assert_int_equal(ag_fit_limit(6336, 1), 6400);
     fix f;
     fix_open_cfg(&f, 2, AG_ALLOC_MULTI, 0, &c);
-    ag_block *x = xmalloc(&f, 1, 6400);
-    void *px = ag_block_ptr(x);
-    assert_int_equal(ag_alloc_free(f.a, x, 1), AG_OK);
-    ag_block *y = xmalloc(&f, 0, 6336);
-    ag_alloc_stats s = stats(f.a);
-    assert_ptr_not_equal(ag_block_ptr(y), px);
-    assert_int_equal(ag_block_size(y), 6336);
-    assert_int_equal(s.regions_moved, 0);
+    ag_alloc_stats s;
+    ag_block *y = region_stays(&f, 6400, 6336, &s);
     assert_int_equal(s.device_allocs, 2);
     assert_int_equal(s.reserved, 6400 + 6336);
     assert_int_equal(ag_alloc_free(f.a, y, 0), AG_OK);

@@ -5,18 +5,21 @@
  * refusals and failures. */
 #include "support/agtest.h"
 #include "support/rt/alloc_fix.h"
+#include "support/rt/dev_fix.h"
 
 /* A timed device (the timing model, kernels of ticks) over a simulated
- * one; with fail_query, a fault wrapper between them fails the inner
- * device's first event_query. */
+ * one, with ns streams and ne events made on it (dev_fix.h); with
+ * fail_query, a fault wrapper between them fails the inner device's first
+ * event_query. */
 typedef struct timed_fix {
     ag_ctx *ctx;
     ag_device *sim, *fw, *dev;
     ag_timed *t;
     ag_dev_fault fl;
+    rt_handles h;
 } timed_fix;
 
-static void timed_open(timed_fix *x, uint64_t ticks, bool fail_query)
+static void timed_open(timed_fix *x, uint64_t ticks, bool fail_query, uint32_t ns, uint32_t ne)
 {
     memset(x, 0, sizeof *x);
     x->ctx = agtest_ctx();
@@ -28,10 +31,12 @@ static void timed_open(timed_fix *x, uint64_t ticks, bool fail_query)
         inner = x->fw;
     }
     assert_int_equal(ag_timed_wrap(inner, ticks, &x->t, &x->dev), AG_OK);
+    handles_open(&x->h, x->dev, ns, ne);
 }
 
 static void timed_close(timed_fix *x)
 {
+    handles_close(&x->h);
     ag_device_destroy(x->dev);
     if (x->fw)
         ag_device_destroy(x->fw);
@@ -46,14 +51,12 @@ static void test_timed_refuses(void **state)
 {
     (void)state;
     timed_fix x;
-    timed_open(&x, 10, false);
+    timed_open(&x, 10, false, 1, 1);
     ag_ctx *ctx = x.ctx;
     ag_device *dev = x.dev;
     ag_timed *t = x.t;
-    ag_dev_stream *s = NULL;
-    ag_dev_event *e = NULL;
-    assert_int_equal(ag_dev_stream_create(dev, &s), AG_OK);
-    assert_int_equal(ag_dev_event_create(dev, &e), AG_OK);
+    ag_dev_stream *s = x.h.s[0];
+    ag_dev_event *e = x.h.e[0];
     ag_timed_kernel(t, s); /* busy for 10 ticks in the model */
     assert_int_equal(ag_dev_event_record(dev, e, s), AG_OK);
     bool idle = true, done = true;
@@ -72,8 +75,6 @@ static void test_timed_refuses(void **state)
     assert_int_equal(ag_dev_stream_query(dev, s, &idle), AG_EDEVICE);
     assert_int_equal(ag_dev_event_query(dev, e, &done), AG_EDEVICE);
     assert_true(agtest_errmsg_has(ctx, "a test fault"));
-    ag_dev_event_destroy(dev, e);
-    ag_dev_stream_destroy(dev, s);
     timed_close(&x);
 }
 
@@ -85,14 +86,10 @@ static void test_timed_capture(void **state)
 {
     (void)state;
     timed_fix x;
-    timed_open(&x, 10, false);
+    timed_open(&x, 10, false, 2, 2);
     ag_device *dev = x.dev;
-    ag_dev_stream *s = NULL, *s2 = NULL;
-    ag_dev_event *busy = NULL, *fresh = NULL;
-    assert_int_equal(ag_dev_stream_create(dev, &s), AG_OK);
-    assert_int_equal(ag_dev_stream_create(dev, &s2), AG_OK);
-    assert_int_equal(ag_dev_event_create(dev, &busy), AG_OK);
-    assert_int_equal(ag_dev_event_create(dev, &fresh), AG_OK);
+    ag_dev_stream *s = x.h.s[0], *s2 = x.h.s[1];
+    ag_dev_event *busy = x.h.e[0], *fresh = x.h.e[1];
     ag_timed_kernel(x.t, s); /* busy for 10 ticks in the model */
     assert_int_equal(ag_dev_event_record(dev, busy, s), AG_OK);
     bool capt = true, rec = true, enq = true, done = false, idle = false;
@@ -127,10 +124,6 @@ static void test_timed_capture(void **state)
     ag_dev_poison(dev, "a test fault");
     assert_int_equal(ag_dev_stream_capturing(dev, s, &capt), AG_EDEVICE);
     assert_true(agtest_errmsg_has(x.ctx, "a test fault"));
-    ag_dev_event_destroy(dev, busy);
-    ag_dev_event_destroy(dev, fresh);
-    ag_dev_stream_destroy(dev, s);
-    ag_dev_stream_destroy(dev, s2);
     timed_close(&x);
 }
 
@@ -140,13 +133,11 @@ static void test_timed_query_failure(void **state)
 {
     (void)state;
     timed_fix x;
-    timed_open(&x, 10, true);
+    timed_open(&x, 10, true, 1, 1);
     ag_ctx *ctx = x.ctx;
     ag_device *dev = x.dev;
-    ag_dev_stream *s = NULL;
-    ag_dev_event *e = NULL;
-    assert_int_equal(ag_dev_stream_create(dev, &s), AG_OK);
-    assert_int_equal(ag_dev_event_create(dev, &e), AG_OK);
+    ag_dev_stream *s = x.h.s[0];
+    ag_dev_event *e = x.h.e[0];
     assert_int_equal(ag_dev_event_record(dev, e, s), AG_OK);
     bool done = false;
     assert_int_equal(ag_dev_event_query(dev, e, &done), AG_EDEVICE);
@@ -154,8 +145,6 @@ static void test_timed_query_failure(void **state)
     assert_int_equal(x.fl.nfail, 1);
     assert_int_equal(ag_dev_event_query(dev, e, &done), AG_OK); /* the next one answers */
     assert_true(done);
-    ag_dev_event_destroy(dev, e);
-    ag_dev_stream_destroy(dev, s);
     timed_close(&x);
 }
 
@@ -166,11 +155,10 @@ static void test_timed_idle_at_finish(void **state)
 {
     (void)state;
     timed_fix x;
-    timed_open(&x, 2, false);
+    timed_open(&x, 2, false, 1, 0);
     ag_device *dev = x.dev;
     ag_timed *t = x.t;
-    ag_dev_stream *s = NULL;
-    assert_int_equal(ag_dev_stream_create(dev, &s), AG_OK);
+    ag_dev_stream *s = x.h.s[0];
     ag_timed_kernel(t, s); /* finishes at tick 2 */
     bool idle = true;
     ag_timed_tick(t);
@@ -180,7 +168,6 @@ static void test_timed_idle_at_finish(void **state)
     assert_int_equal(ag_timed_now(t), 2);
     assert_int_equal(ag_dev_stream_query(dev, s, &idle), AG_OK);
     assert_true(idle);
-    ag_dev_stream_destroy(dev, s);
     timed_close(&x);
 }
 
@@ -190,14 +177,11 @@ static void test_timed_wait_keeps_later_finish(void **state)
 {
     (void)state;
     timed_fix x;
-    timed_open(&x, 10, false);
+    timed_open(&x, 10, false, 2, 1);
     ag_device *dev = x.dev;
     ag_timed *t = x.t;
-    ag_dev_stream *s1 = NULL, *s2 = NULL;
-    ag_dev_event *e = NULL;
-    assert_int_equal(ag_dev_stream_create(dev, &s1), AG_OK);
-    assert_int_equal(ag_dev_stream_create(dev, &s2), AG_OK);
-    assert_int_equal(ag_dev_event_create(dev, &e), AG_OK);
+    ag_dev_stream *s1 = x.h.s[0], *s2 = x.h.s[1];
+    ag_dev_event *e = x.h.e[0];
     ag_timed_kernel(t, s1);                                /* s1 busy until tick 10 */
     assert_int_equal(ag_dev_event_record(dev, e, s2), AG_OK); /* s2 idle: e complete at 0 */
     assert_int_equal(ag_dev_stream_wait_event(dev, s1, e), AG_OK);
@@ -205,9 +189,6 @@ static void test_timed_wait_keeps_later_finish(void **state)
     assert_int_equal(ag_dev_stream_query(dev, s1, &idle), AG_OK);
     assert_false(idle);
     assert_int_equal(ag_timed_makespan(t), 10);
-    ag_dev_event_destroy(dev, e);
-    ag_dev_stream_destroy(dev, s1);
-    ag_dev_stream_destroy(dev, s2);
     timed_close(&x);
 }
 
@@ -218,13 +199,11 @@ static void test_timed_busy_after_capture(void **state)
 {
     (void)state;
     timed_fix x;
-    timed_open(&x, 10, true);
+    timed_open(&x, 10, true, 1, 1);
     ag_device *dev = x.dev;
     ag_timed *t = x.t;
-    ag_dev_stream *s = NULL;
-    ag_dev_event *e = NULL;
-    assert_int_equal(ag_dev_stream_create(dev, &s), AG_OK);
-    assert_int_equal(ag_dev_event_create(dev, &e), AG_OK);
+    ag_dev_stream *s = x.h.s[0];
+    ag_dev_event *e = x.h.e[0];
     assert_int_equal(ag_dev_capture_begin(dev, s), AG_OK);
     ag_dev_graph *g = NULL;
     assert_int_equal(ag_dev_capture_end(dev, s, &g), AG_OK);
@@ -235,8 +214,6 @@ static void test_timed_busy_after_capture(void **state)
     assert_int_equal(ag_dev_event_query(dev, e, &done), AG_OK);
     assert_false(done);
     assert_int_equal(x.fl.calls, 0);
-    ag_dev_event_destroy(dev, e);
-    ag_dev_stream_destroy(dev, s);
     timed_close(&x);
 }
 
@@ -247,7 +224,7 @@ static void test_free_null_in_seam(void **state)
 {
     (void)state;
     timed_fix x;
-    timed_open(&x, 0, false);
+    timed_open(&x, 0, false, 0, 0);
     void *p = NULL;
     assert_int_equal(ag_dev_mem_alloc(x.dev, AG_MEM_HBM, 256, 0, &p), AG_OK);
     uint64_t calls = ag_timed_calls(x.t);

@@ -10,6 +10,7 @@
 #include "support/agtest.h"
 #include "aliasguard/alloc.h"
 #include "aliasguard/device.h"
+#include "support/rt/dev_fix.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define TEST_ASAN 1
@@ -133,15 +134,46 @@ static ag_dev_stats stats(ag_device *dev)
     return st;
 }
 
+/* A context and a device of the test's own, with the streams and events
+ * of h made on it (dev_fix.h); devfix_close destroys them all, the device
+ * and then the context last. */
+typedef struct devfix {
+    ag_ctx *ctx;
+    ag_device *dev;
+    rt_handles h;
+} devfix;
+
+/* Opens f on dev, a device of ctx: both become f's. */
+static void devfix_open_on(devfix *f, ag_ctx *ctx, ag_device *dev, uint32_t ns, uint32_t ne)
+{
+    f->ctx = ctx;
+    f->dev = dev;
+    handles_open(&f->h, dev, ns, ne);
+}
+
+/* The same on a simulated device with 1 MiB of HBM only. */
+static void devfix_open(devfix *f, ag_ctx *ctx, uint32_t ns, uint32_t ne)
+{
+    devfix_open_on(f, ctx, sim(ctx, 1 << 20, 0, 0), ns, ne);
+}
+
+static void devfix_close(devfix *f)
+{
+    handles_close(&f->h);
+    ag_device_destroy(f->dev);
+    ag_ctx_destroy(f->ctx);
+}
+
 /* ---- tests ---- */
 
 static void test_fifo_order_and_copies(void **state)
 {
     (void)state;
     ag_ctx *ctx = agtest_ctx();
-    ag_device *dev = sim(ctx, 1 << 20, 1 << 20, 1 << 20);
-    ag_dev_stream *s;
-    assert_int_equal(ag_dev_stream_create(dev, &s), AG_OK);
+    devfix f;
+    devfix_open_on(&f, ctx, sim(ctx, 1 << 20, 1 << 20, 1 << 20), 1, 0);
+    ag_device *dev = f.dev;
+    ag_dev_stream *s = f.h.s[0];
 
     enum { N = 500 };
     static int log[N];
@@ -208,22 +240,19 @@ static void test_fifo_order_and_copies(void **state)
     assert_int_equal(st.mem[AG_MEM_HBM].used, 0);
     assert_int_equal(st.mem[AG_MEM_HBM].peak, 2000);
     assert_int_equal(st.mem[AG_MEM_HBM].nfree, 2);
-    ag_dev_stream_destroy(dev, s);
     ag_dev_stream_destroy(dev, NULL);
-    ag_device_destroy(dev);
-    ag_ctx_destroy(ctx);
+    devfix_close(&f);
 }
 
 /* Work runs later: a copy enqueued behind a blocked kernel has not run yet. */
 static void test_asynchronous(void **state)
 {
     (void)state;
-    ag_ctx *ctx = agtest_ctx();
-    ag_device *dev = sim(ctx, 1 << 20, 0, 0);
-    ag_dev_stream *s;
-    ag_dev_event *e;
-    assert_int_equal(ag_dev_stream_create(dev, &s), AG_OK);
-    assert_int_equal(ag_dev_event_create(dev, &e), AG_OK);
+    devfix f;
+    devfix_open(&f, agtest_ctx(), 1, 1);
+    ag_device *dev = f.dev;
+    ag_dev_stream *s = f.h.s[0];
+    ag_dev_event *e = f.h.e[0];
     void *a;
     assert_int_equal(ag_dev_mem_alloc(dev, AG_MEM_HBM, 64, 0, &a), AG_OK);
     gate g;
@@ -246,24 +275,19 @@ static void test_asynchronous(void **state)
     assert_int_equal(ag_dev_event_query(dev, e, &done), AG_OK);
     assert_true(done);
     ag_dev_mem_free(dev, a);
-    ag_dev_event_destroy(dev, e);
-    ag_dev_stream_destroy(dev, s);
-    ag_device_destroy(dev);
+    devfix_close(&f);
     gate_fini(&g);
-    ag_ctx_destroy(ctx);
 }
 
 /* Streams run independently; only an event wait orders them. */
 static void test_cross_stream_events(void **state)
 {
     (void)state;
-    ag_ctx *ctx = agtest_ctx();
-    ag_device *dev = sim(ctx, 1 << 20, 0, 0);
-    ag_dev_stream *s1, *s2;
-    ag_dev_event *e;
-    assert_int_equal(ag_dev_stream_create(dev, &s1), AG_OK);
-    assert_int_equal(ag_dev_stream_create(dev, &s2), AG_OK);
-    assert_int_equal(ag_dev_event_create(dev, &e), AG_OK);
+    devfix f;
+    devfix_open(&f, agtest_ctx(), 2, 1);
+    ag_device *dev = f.dev;
+    ag_dev_stream *s1 = f.h.s[0], *s2 = f.h.s[1];
+    ag_dev_event *e = f.h.e[0];
     gate g;
     gate_init(&g);
 
@@ -301,17 +325,14 @@ static void test_cross_stream_events(void **state)
 
     /* An event recorded on a stream that is then destroyed is complete. */
     assert_int_equal(ag_dev_event_record(dev, e, s1), AG_OK);
-    ag_dev_stream_destroy(dev, s1);
+    handles_drop_stream(&f.h, 0);
     assert_int_equal(ag_dev_event_query(dev, e, &done), AG_OK);
     assert_true(done);
     assert_int_equal(ag_dev_event_synchronize(dev, e), AG_OK);
     assert_int_equal(ag_dev_stream_wait_event(dev, s2, e), AG_OK);
 
-    ag_dev_event_destroy(dev, e);
-    ag_dev_stream_destroy(dev, s2);
-    ag_device_destroy(dev);
+    devfix_close(&f);
     gate_fini(&g);
-    ag_ctx_destroy(ctx);
 }
 
 static void test_capture_replay(void **state)
@@ -319,13 +340,11 @@ static void test_capture_replay(void **state)
     (void)state;
     ag_testalloc ta;
     ag_ctx *ctx = agtest_ctx_counted(&ta);
-    ag_device *dev = sim(ctx, 1 << 20, 0, 0);
-    ag_dev_stream *s1, *s2, *s3;
-    ag_dev_event *e;
-    assert_int_equal(ag_dev_stream_create(dev, &s1), AG_OK);
-    assert_int_equal(ag_dev_stream_create(dev, &s2), AG_OK);
-    assert_int_equal(ag_dev_stream_create(dev, &s3), AG_OK);
-    assert_int_equal(ag_dev_event_create(dev, &e), AG_OK);
+    devfix f;
+    devfix_open(&f, ctx, 3, 1);
+    ag_device *dev = f.dev;
+    ag_dev_stream *s1 = f.h.s[0], *s2 = f.h.s[1], *s3 = f.h.s[2];
+    ag_dev_event *e = f.h.e[0];
     void *a;
     assert_int_equal(ag_dev_mem_alloc(dev, AG_MEM_HBM, 16, 0, &a), AG_OK);
 
@@ -378,7 +397,7 @@ static void test_capture_replay(void **state)
     ag_dev_graph *g2;
     assert_int_equal(ag_dev_capture_end(dev, s2, &g2), AG_OK);
     assert_int_equal(stats(dev).graph_launches, 3); /* captured: nothing was enqueued */
-    ag_dev_event_destroy(dev, e);
+    handles_drop_event(&f.h, 0);
     assert_int_equal(stats(dev).live_events, 0);
     ag_dev_graph_destroy(dev, g);
     assert_int_equal(ag_dev_graph_launch(dev, g2, s1), AG_OK);
@@ -399,12 +418,9 @@ static void test_capture_replay(void **state)
     assert_int_equal(ag_dev_capture_begin(dev, s3), AG_OK);
     assert_int_equal(ag_dev_event_record(dev, e, s3), AG_OK);
     ag_dev_event_destroy(dev, e);
-    ag_dev_stream_destroy(dev, s3);
+    handles_drop_stream(&f.h, 2);
 
-    ag_dev_stream_destroy(dev, s1);
-    ag_dev_stream_destroy(dev, s2);
-    ag_device_destroy(dev);
-    ag_ctx_destroy(ctx);
+    devfix_close(&f);
     assert_int_equal(ta.live_blocks, 0);
 }
 
@@ -517,12 +533,11 @@ static void test_poisoned(void **state)
 {
     (void)state;
     ag_ctx *ctx = agtest_ctx();
-    ag_device *dev = sim(ctx, 1 << 20, 0, 0);
-    ag_dev_stream *s1, *s2;
-    ag_dev_event *e;
-    assert_int_equal(ag_dev_stream_create(dev, &s1), AG_OK);
-    assert_int_equal(ag_dev_stream_create(dev, &s2), AG_OK);
-    assert_int_equal(ag_dev_event_create(dev, &e), AG_OK);
+    devfix f;
+    devfix_open(&f, ctx, 2, 1);
+    ag_device *dev = f.dev;
+    ag_dev_stream *s1 = f.h.s[0], *s2 = f.h.s[1];
+    ag_dev_event *e = f.h.e[0];
     void *a;
     assert_int_equal(ag_dev_mem_alloc(dev, AG_MEM_HBM, 64, 0, &a), AG_OK);
 
@@ -576,12 +591,8 @@ static void test_poisoned(void **state)
     assert_null(strstr(why, "second"));
     ag_dev_mem_free(dev, a);
     assert_int_equal(stats(dev).mem[AG_MEM_HBM].used, 0);
-    ag_dev_event_destroy(dev, e);
-    ag_dev_stream_destroy(dev, s1);
-    ag_dev_stream_destroy(dev, s2);
-    ag_device_destroy(dev);
+    devfix_close(&f);
     gate_fini(&g);
-    ag_ctx_destroy(ctx);
 }
 
 /* Work that touches memory freed before it ran is a device fault, caught
@@ -590,9 +601,10 @@ static void test_use_after_free_poisons(void **state)
 {
     (void)state;
     ag_ctx *ctx = agtest_ctx();
-    ag_device *dev = sim(ctx, 1 << 20, 0, 0);
-    ag_dev_stream *s;
-    assert_int_equal(ag_dev_stream_create(dev, &s), AG_OK);
+    devfix f;
+    devfix_open(&f, ctx, 1, 0);
+    ag_device *dev = f.dev;
+    ag_dev_stream *s = f.h.s[0];
     void *a;
     assert_int_equal(ag_dev_mem_alloc(dev, AG_MEM_HBM, 64, 0, &a), AG_OK);
     gate g;
@@ -604,10 +616,8 @@ static void test_use_after_free_poisons(void **state)
     assert_int_equal(ag_dev_stream_synchronize(dev, s), AG_EDEVICE);
     assert_errmsg(ctx, "memset of 64 bytes");
     assert_errmsg(ctx, "when it ran");
-    ag_dev_stream_destroy(dev, s);
-    ag_device_destroy(dev);
+    devfix_close(&f);
     gate_fini(&g);
-    ag_ctx_destroy(ctx);
 }
 
 /* Destroying a device with queued work drains it first. */
@@ -686,9 +696,10 @@ static void test_launch_copy_eager(void **state)
 {
     (void)state;
     ag_ctx *ctx = agtest_ctx();
-    ag_device *dev = sim(ctx, 1 << 20, 0, 0);
-    ag_dev_stream *s;
-    assert_int_equal(ag_dev_stream_create(dev, &s), AG_OK);
+    devfix f;
+    devfix_open(&f, ctx, 1, 0);
+    ag_device *dev = f.dev;
+    ag_dev_stream *s = f.h.s[0];
     gate g;
     gate_init(&g);
     assert_int_equal(ag_dev_launch(dev, s, gate_kernel, &g, "gate"), AG_OK);
@@ -743,10 +754,8 @@ static void test_launch_copy_eager(void **state)
     assert_int_equal(ag_dev_stream_synchronize(dev, s), AG_EDEVICE);
     assert_errmsg(ctx, "kernel 'packet' failed");
     assert_int_equal(ag_dev_launch_copy(dev, s, packet_kernel, &buf, sizeof buf, "packet"), AG_EDEVICE);
-    ag_dev_stream_destroy(dev, s);
-    ag_device_destroy(dev);
+    devfix_close(&f);
     gate_fini(&g);
-    ag_ctx_destroy(ctx);
 }
 
 /* Captured launch_copy: every replay sees the bytes of the capture, the
@@ -757,10 +766,10 @@ static void test_launch_copy_capture(void **state)
     (void)state;
     ag_testalloc ta;
     ag_ctx *ctx = agtest_ctx_counted(&ta);
-    ag_device *dev = sim(ctx, 1 << 20, 0, 0);
-    ag_dev_stream *s1, *s2;
-    assert_int_equal(ag_dev_stream_create(dev, &s1), AG_OK);
-    assert_int_equal(ag_dev_stream_create(dev, &s2), AG_OK);
+    devfix f;
+    devfix_open(&f, ctx, 2, 0);
+    ag_device *dev = f.dev;
+    ag_dev_stream *s1 = f.h.s[0], *s2 = f.h.s[1];
     gate gt;
     gate_init(&gt);
     static packet buf;
@@ -828,14 +837,12 @@ static void test_launch_copy_capture(void **state)
     assert_int_equal(ta.live_blocks, base);
     assert_int_equal(ag_dev_capture_begin(dev, s2), AG_OK);
     assert_int_equal(ag_dev_launch_copy(dev, s2, packet_kernel, &buf, sizeof buf, "packet"), AG_OK);
-    ag_dev_stream_destroy(dev, s2);
+    handles_drop_stream(&f.h, 1);
     assert_true(ta.live_blocks < base);
     assert_int_equal(ag_dev_device_state(dev, NULL), AG_DEV_HEALTHY);
 
-    ag_dev_stream_destroy(dev, s1);
-    ag_device_destroy(dev);
+    devfix_close(&f);
     gate_fini(&gt);
-    ag_ctx_destroy(ctx);
     assert_int_equal(ta.live_blocks, 0);
 }
 
@@ -917,12 +924,11 @@ static void test_host_memory_direct(void **state)
 {
     (void)state;
     ag_ctx *ctx = agtest_ctx();
-    ag_device *dev = sim(ctx, 1 << 20, 0, 1 << 20);
-    ag_dev_stream *s1, *s2;
-    ag_dev_event *e;
-    assert_int_equal(ag_dev_stream_create(dev, &s1), AG_OK);
-    assert_int_equal(ag_dev_stream_create(dev, &s2), AG_OK);
-    assert_int_equal(ag_dev_event_create(dev, &e), AG_OK);
+    devfix f;
+    devfix_open_on(&f, ctx, sim(ctx, 1 << 20, 0, 1 << 20), 2, 1);
+    ag_device *dev = f.dev;
+    ag_dev_stream *s1 = f.h.s[0], *s2 = f.h.s[1];
+    ag_dev_event *e = f.h.e[0];
     void *hp;
     assert_int_equal(ag_dev_mem_alloc(dev, AG_MEM_HOST, 64 * sizeof(int), 0, &hp), AG_OK);
     int *h = hp;
@@ -949,11 +955,7 @@ static void test_host_memory_direct(void **state)
         assert_int_equal(ag_dev_event_query(dev, e, &done), AG_OK);
     assert_int_equal(h[0], 1051);
     ag_dev_mem_free(dev, hp);
-    ag_dev_event_destroy(dev, e);
-    ag_dev_stream_destroy(dev, s1);
-    ag_dev_stream_destroy(dev, s2);
-    ag_device_destroy(dev);
-    ag_ctx_destroy(ctx);
+    devfix_close(&f);
 }
 
 /* stream_query: idle with nothing queued, busy behind a kernel, idle again
@@ -963,9 +965,10 @@ static void test_stream_query(void **state)
 {
     (void)state;
     ag_ctx *ctx = agtest_ctx();
-    ag_device *dev = sim(ctx, 1 << 20, 0, 0);
-    ag_dev_stream *s;
-    assert_int_equal(ag_dev_stream_create(dev, &s), AG_OK);
+    devfix f;
+    devfix_open(&f, ctx, 1, 0);
+    ag_device *dev = f.dev;
+    ag_dev_stream *s = f.h.s[0];
     bool idle = false;
     assert_int_equal(ag_dev_stream_query(dev, s, &idle), AG_OK);
     assert_true(idle);
@@ -988,21 +991,19 @@ static void test_stream_query(void **state)
     assert_int_equal(ag_dev_capture_end(dev, s, &gr), AG_OK);
     ag_dev_graph_destroy(dev, gr);
     /* through a fault wrapper: the first call fails */
-    ag_dev_fault f;
-    ag_dev_fault_init(&f, AG_DEV_ENTRY_BIT(AG_DEV_E_STREAM_QUERY), 1, 0, AG_FAULT_RETURN);
+    ag_dev_fault plan;
+    ag_dev_fault_init(&plan, AG_DEV_ENTRY_BIT(AG_DEV_E_STREAM_QUERY), 1, 0, AG_FAULT_RETURN);
     ag_device *w = NULL;
-    assert_int_equal(ag_device_fault_wrap(ctx, dev, &f, &w), AG_OK);
+    assert_int_equal(ag_device_fault_wrap(ctx, dev, &plan, &w), AG_OK);
     assert_int_equal(ag_dev_stream_query(w, s, &idle), AG_EDEVICE);
     assert_errmsg(ctx, "stream_query: injected fault");
     assert_int_equal(ag_dev_stream_query(w, s, &idle), AG_OK);
     assert_true(idle);
-    assert_int_equal(f.calls, 2);
+    assert_int_equal(plan.calls, 2);
     ag_device_destroy(w);
     ag_dev_poison(dev, "test fault");
     assert_int_equal(ag_dev_stream_query(dev, s, &idle), AG_EDEVICE);
-    ag_dev_stream_destroy(dev, s);
-    ag_device_destroy(dev);
-    ag_ctx_destroy(ctx);
+    devfix_close(&f);
 }
 
 /* A backend built against the first table (size AG_DEVICE_OPS_SIZE_V1):
@@ -1111,6 +1112,22 @@ static void lg_stats(void *impl, ag_dev_stats *out)
     ag_dev_stats_get(legacy_inner(impl), out);
 }
 
+/* The forwarding table of the second size (up to launch_copy), named name:
+ * tests shorten, lengthen or change it. */
+static ag_device_ops lg_ops(const char *name)
+{
+    return (ag_device_ops){
+        .size = AG_DEVICE_OPS_SIZE_V2, .name = name, .destroy = lg_destroy, .mem_alloc = lg_mem_alloc,
+        .mem_free = lg_mem_free, .memcpy_async = lg_memcpy, .memset_async = lg_memset, .launch = lg_launch,
+        .stream_create = lg_stream_create, .stream_destroy = lg_stream_destroy,
+        .stream_synchronize = lg_stream_sync, .event_create = lg_event_create, .event_destroy = lg_event_destroy,
+        .event_record = lg_event_record, .stream_wait_event = lg_stream_wait, .event_query = lg_event_query,
+        .event_synchronize = lg_event_sync, .capture_begin = lg_capture_begin, .capture_end = lg_capture_end,
+        .graph_launch = lg_graph_launch, .graph_destroy = lg_graph_destroy, .synchronize = lg_sync,
+        .state = lg_state, .poison = lg_poison, .stats = lg_stats, .launch_copy = lg_launch_copy,
+    };
+}
+
 static ag_status lg_stream_query(void *impl, ag_dev_stream *s, bool *idle)
 {
     return ag_dev_stream_query(legacy_inner(impl), s, idle);
@@ -1133,17 +1150,9 @@ static void test_legacy_table(void **state)
     (void)state;
     ag_ctx *ctx = agtest_ctx();
     ag_device *inner = sim(ctx, 1 << 20, 0, 0), *dev = NULL;
-    ag_device_ops ops = {
-        .size = AG_DEVICE_OPS_SIZE_V1, .name = "legacy", .destroy = lg_destroy, .mem_alloc = lg_mem_alloc,
-        .mem_free = lg_mem_free, .memcpy_async = lg_memcpy, .memset_async = lg_memset, .launch = lg_launch,
-        .stream_create = lg_stream_create, .stream_destroy = lg_stream_destroy,
-        .stream_synchronize = lg_stream_sync, .event_create = lg_event_create, .event_destroy = lg_event_destroy,
-        .event_record = lg_event_record, .stream_wait_event = lg_stream_wait, .event_query = lg_event_query,
-        .event_synchronize = lg_event_sync, .capture_begin = lg_capture_begin, .capture_end = lg_capture_end,
-        .graph_launch = lg_graph_launch, .graph_destroy = lg_graph_destroy, .synchronize = lg_sync,
-        .state = lg_state, .poison = lg_poison, .stats = lg_stats,
-        .launch_copy = NULL, /* beyond size: never read */
-    };
+    ag_device_ops ops = lg_ops("legacy");
+    ops.size = AG_DEVICE_OPS_SIZE_V1;
+    ops.launch_copy = NULL; /* beyond size: never read */
     assert_int_equal(ag_device_create(ctx, &ops, inner, &dev), AG_OK);
     ag_dev_stream *s;
     assert_int_equal(ag_dev_stream_create(dev, &s), AG_OK);
@@ -1272,13 +1281,11 @@ static void test_capture_eager(void **state)
 {
     (void)state;
     ag_ctx *ctx = agtest_ctx();
-    ag_device *dev = sim(ctx, 1 << 20, 0, 0);
-    ag_dev_stream *s1, *s2;
-    ag_dev_event *e, *fresh;
-    assert_int_equal(ag_dev_stream_create(dev, &s1), AG_OK);
-    assert_int_equal(ag_dev_stream_create(dev, &s2), AG_OK);
-    assert_int_equal(ag_dev_event_create(dev, &e), AG_OK);
-    assert_int_equal(ag_dev_event_create(dev, &fresh), AG_OK);
+    devfix f;
+    devfix_open(&f, ctx, 2, 2);
+    ag_device *dev = f.dev;
+    ag_dev_stream *s1 = f.h.s[0], *s2 = f.h.s[1];
+    ag_dev_event *e = f.h.e[0], *fresh = f.h.e[1];
     bool capt = true, rec = false, enq = false, done = false;
     assert_int_equal(ag_dev_stream_capturing(dev, s1, &capt), AG_OK);
     assert_false(capt);
@@ -1345,13 +1352,8 @@ static void test_capture_eager(void **state)
     assert_errmsg(ctx, "event_record_eager");
     assert_int_equal(ag_dev_stream_wait_event_eager(dev, s1, e, &enq), AG_EDEVICE);
     assert_errmsg(ctx, "stream_wait_event_eager");
-    ag_dev_event_destroy(dev, e);
-    ag_dev_event_destroy(dev, fresh);
-    ag_dev_stream_destroy(dev, s1);
-    ag_dev_stream_destroy(dev, s2);
-    ag_device_destroy(dev);
+    devfix_close(&f);
     gate_fini(&g);
-    ag_ctx_destroy(ctx);
 }
 
 /* The fault wrapper counts the eager record and wait as event_record and
@@ -1579,34 +1581,47 @@ static void test_fault_sweep_all_entries(void **state)
     assert_int_equal(fault_sweep(AG_DEV_ENTRY_ALL, AG_FAULT_POISON), n);
 }
 
-/* A simulated device behind a fault wrapper that defers a memset failure
- * (the fail_at-th, and every later one with repeat), with a stream and
- * bytes of HBM. */
-typedef struct memset_fault {
+/* A simulated device with 1 MiB of HBM behind a fault wrapper planned by
+ * ag_dev_fault_init's mask, fail_at, repeat and mode (with mid, a backend
+ * of that table between the two), then a stream and bytes of HBM made
+ * through the wrapper.  wrapfix_close frees and destroys them in reverse. */
+typedef struct wrapfix {
     ag_ctx *ctx;
-    ag_device *inner, *dev;
+    ag_device *inner, *mid, *dev;
     ag_dev_fault f;
     ag_dev_stream *s;
     void *a;
-} memset_fault;
+} wrapfix;
 
-static void memset_fault_open(memset_fault *m, uint64_t fail_at, int repeat, size_t bytes)
+static void wrapfix_open(wrapfix *w, const ag_device_ops *mid, uint32_t mask, uint64_t fail_at, int repeat,
+                         ag_dev_fault_mode mode, size_t bytes)
 {
-    m->ctx = agtest_ctx();
-    assert_int_equal(ag_device_sim_create(m->ctx, NULL, &m->inner), AG_OK);
-    ag_dev_fault_init(&m->f, AG_DEV_ENTRY_BIT(AG_DEV_E_MEMSET), fail_at, repeat, AG_FAULT_DEFERRED);
-    assert_int_equal(ag_device_fault_wrap(m->ctx, m->inner, &m->f, &m->dev), AG_OK);
-    assert_int_equal(ag_dev_stream_create(m->dev, &m->s), AG_OK);
-    assert_int_equal(ag_dev_mem_alloc(m->dev, AG_MEM_HBM, bytes, 0, &m->a), AG_OK);
+    memset(w, 0, sizeof *w);
+    w->ctx = agtest_ctx();
+    w->inner = sim(w->ctx, 1 << 20, 0, 0);
+    if (mid)
+        assert_int_equal(ag_device_create(w->ctx, mid, w->inner, &w->mid), AG_OK);
+    ag_dev_fault_init(&w->f, mask, fail_at, repeat, mode);
+    assert_int_equal(ag_device_fault_wrap(w->ctx, mid ? w->mid : w->inner, &w->f, &w->dev), AG_OK);
+    assert_int_equal(ag_dev_stream_create(w->dev, &w->s), AG_OK);
+    assert_int_equal(ag_dev_mem_alloc(w->dev, AG_MEM_HBM, bytes, 0, &w->a), AG_OK);
 }
 
-static void memset_fault_close(memset_fault *m)
+/* A wrapper that defers a memset failure (the fail_at-th, and every later
+ * one with repeat). */
+static void memset_fault_open(wrapfix *w, uint64_t fail_at, int repeat, size_t bytes)
 {
-    ag_dev_mem_free(m->dev, m->a);
-    ag_dev_stream_destroy(m->dev, m->s);
-    ag_device_destroy(m->dev);
-    ag_device_destroy(m->inner);
-    ag_ctx_destroy(m->ctx);
+    wrapfix_open(w, NULL, AG_DEV_ENTRY_BIT(AG_DEV_E_MEMSET), fail_at, repeat, AG_FAULT_DEFERRED, bytes);
+}
+
+static void wrapfix_close(wrapfix *w)
+{
+    ag_dev_mem_free(w->dev, w->a);
+    ag_dev_stream_destroy(w->dev, w->s);
+    ag_device_destroy(w->dev);
+    ag_device_destroy(w->mid);
+    ag_device_destroy(w->inner);
+    ag_ctx_destroy(w->ctx);
 }
 
 /* A deferred fault on a capturing stream is captured with the call: the
@@ -1614,7 +1629,7 @@ static void memset_fault_close(memset_fault *m)
 static void test_fault_deferred_in_capture(void **state)
 {
     (void)state;
-    memset_fault m;
+    wrapfix m;
     memset_fault_open(&m, 1, 0, 64);
     assert_int_equal(ag_dev_capture_begin(m.dev, m.s), AG_OK);
     assert_int_equal(ag_dev_memset_async(m.dev, m.a, 0, 64, m.s), AG_OK);
@@ -1628,14 +1643,14 @@ static void test_fault_deferred_in_capture(void **state)
     assert_errmsg(m.ctx, "kernel 'injected fault in memset_async' failed");
     assert_int_equal(ag_dev_device_state(m.inner, NULL), AG_DEV_POISONED);
     ag_dev_graph_destroy(m.dev, g);
-    memset_fault_close(&m);
+    wrapfix_close(&m);
 }
 
 /* A deferred fault surfaces at the next synchronisation, naming the call. */
 static void test_fault_deferred_message(void **state)
 {
     (void)state;
-    memset_fault m;
+    wrapfix m;
     memset_fault_open(&m, 2, 1, 8);
     assert_int_equal(ag_dev_memset_async(m.dev, m.a, 0, 8, m.s), AG_OK);
     assert_int_equal(ag_dev_memset_async(m.dev, m.a, 0, 8, m.s), AG_OK);
@@ -1645,7 +1660,7 @@ static void test_fault_deferred_message(void **state)
     assert_int_equal(m.f.calls, 3);
     assert_int_equal(m.f.nfail, 2);
     assert_int_equal(ag_dev_device_state(m.inner, NULL), AG_DEV_POISONED);
-    memset_fault_close(&m);
+    wrapfix_close(&m);
 }
 
 static void test_backend_table_checked(void **state)
@@ -1677,8 +1692,9 @@ static void test_copy_host_side(void **state)
     ag_ctx *ctx = agtest_ctx();
     ag_device *dev = NULL;
     assert_int_equal(ag_device_sim_create(ctx, NULL, &dev), AG_OK);
-    ag_dev_stream *s = NULL;
-    assert_int_equal(ag_dev_stream_create(dev, &s), AG_OK);
+    devfix f;
+    devfix_open_on(&f, ctx, dev, 1, 0);
+    ag_dev_stream *s = f.h.s[0];
     char *a = NULL, *b = NULL, *h = NULL;
     assert_int_equal(ag_dev_mem_alloc(dev, AG_MEM_HBM, 64, 65536, (void **)&a), AG_OK);
     assert_int_equal(ag_dev_mem_alloc(dev, AG_MEM_HBM, 64, 0, (void **)&b), AG_OK);
@@ -1717,9 +1733,7 @@ static void test_copy_host_side(void **state)
     gate_fini(&g);
     ag_dev_mem_free(dev, a);
     ag_dev_mem_free(dev, b);
-    ag_dev_stream_destroy(dev, s);
-    ag_device_destroy(dev);
-    ag_ctx_destroy(ctx);
+    devfix_close(&f);
 }
 
 /* A deferred fault's call keeps its own status whether or not the failing
@@ -1734,49 +1748,36 @@ static ag_status sync_first_memcpy(void *impl, ag_dev_copy_kind kind, void *dst,
     return ag_dev_memcpy_async(legacy_inner(impl), kind, dst, src, n, s);
 }
 
-static const ag_device_ops syncfirst_ops = {
-    .size = AG_DEVICE_OPS_SIZE_V2, .name = "syncfirst", .destroy = lg_destroy, .mem_alloc = lg_mem_alloc,
-    .mem_free = lg_mem_free, .memcpy_async = sync_first_memcpy, .memset_async = lg_memset,
-    .launch = lg_launch, .stream_create = lg_stream_create, .stream_destroy = lg_stream_destroy,
-    .stream_synchronize = lg_stream_sync, .event_create = lg_event_create, .event_destroy = lg_event_destroy,
-    .event_record = lg_event_record, .stream_wait_event = lg_stream_wait, .event_query = lg_event_query,
-    .event_synchronize = lg_event_sync, .capture_begin = lg_capture_begin, .capture_end = lg_capture_end,
-    .graph_launch = lg_graph_launch, .graph_destroy = lg_graph_destroy, .synchronize = lg_sync,
-    .state = lg_state, .poison = lg_poison, .stats = lg_stats, .launch_copy = lg_launch_copy,
-};
+/* The second table with that memcpy_async; the device keeps a pointer to
+ * it, so it must outlive the device. */
+static ag_device_ops syncfirst_ops(void)
+{
+    ag_device_ops o = lg_ops("syncfirst");
+    o.memcpy_async = sync_first_memcpy;
+    return o;
+}
 
 static void test_deferred_fault_status(void **state)
 {
     (void)state;
     for (int valid = 0; valid < 2; valid++) {
-        ag_ctx *ctx = agtest_ctx();
-        ag_device *inner = sim(ctx, 1 << 20, 0, 0), *mid = NULL, *dev = NULL;
-        assert_int_equal(ag_device_create(ctx, &syncfirst_ops, inner, &mid), AG_OK);
-        ag_dev_fault f;
-        ag_dev_fault_init(&f, AG_DEV_ENTRY_BIT(AG_DEV_E_MEMCPY), 1, 0, AG_FAULT_DEFERRED);
-        assert_int_equal(ag_device_fault_wrap(ctx, mid, &f, &dev), AG_OK);
-        ag_dev_stream *s = NULL;
-        assert_int_equal(ag_dev_stream_create(dev, &s), AG_OK);
-        char *a = NULL;
-        assert_int_equal(ag_dev_mem_alloc(dev, AG_MEM_HBM, 64, 0, (void **)&a), AG_OK);
+        const ag_device_ops mid = syncfirst_ops();
+        wrapfix w;
+        wrapfix_open(&w, &mid, AG_DEV_ENTRY_BIT(AG_DEV_E_MEMCPY), 1, 0, AG_FAULT_DEFERRED, 64);
+        ag_ctx *ctx = w.ctx;
         char host[128] = {0};
-        ag_status st = ag_dev_memcpy_async(dev, AG_COPY_H2D, a, host, valid ? 64 : sizeof host, s);
-        assert_int_equal(f.nfail, 1);
-        assert_int_equal(ag_dev_device_state(inner, NULL), AG_DEV_POISONED); /* the kernel ran first */
+        ag_status st = ag_dev_memcpy_async(w.dev, AG_COPY_H2D, w.a, host, valid ? 64 : sizeof host, w.s);
+        assert_int_equal(w.f.nfail, 1);
+        assert_int_equal(ag_dev_device_state(w.inner, NULL), AG_DEV_POISONED); /* the kernel ran first */
         if (valid) {
             assert_int_equal(st, AG_OK);
         } else {
             assert_int_equal(st, AG_EINVAL);
             assert_errmsg(ctx, "destination is not inside one live HBM/P2P allocation");
         }
-        assert_int_equal(ag_dev_stream_synchronize(dev, s), AG_EDEVICE);
+        assert_int_equal(ag_dev_stream_synchronize(w.dev, w.s), AG_EDEVICE);
         assert_errmsg(ctx, "injected fault in memcpy_async");
-        ag_dev_mem_free(dev, a);
-        ag_dev_stream_destroy(dev, s);
-        ag_device_destroy(dev);
-        ag_device_destroy(mid);
-        ag_device_destroy(inner);
-        ag_ctx_destroy(ctx);
+        wrapfix_close(&w);
     }
 }
 
@@ -1785,7 +1786,7 @@ static void test_deferred_fault_status(void **state)
 static void test_deferred_fault_refused_call(void **state)
 {
     (void)state;
-    memset_fault m;
+    wrapfix m;
     memset_fault_open(&m, 1, 0, 64);
     gate g;
     gate_init(&g);
@@ -1798,7 +1799,7 @@ static void test_deferred_fault_refused_call(void **state)
     assert_int_equal(ag_dev_stream_synchronize(m.dev, m.s), AG_EDEVICE);
     assert_int_equal(ag_dev_device_state(m.inner, NULL), AG_DEV_POISONED);
     gate_fini(&g);
-    memset_fault_close(&m);
+    wrapfix_close(&m);
 }
 
 /* ag_dev_synchronize waits for the work enqueued before the call only:
@@ -1852,13 +1853,11 @@ static void test_synchronize_earlier_work(void **state)
     for (int event = 0; event < 2; event++)
         for (int attempt = 0;; attempt++) {
             assert_true(attempt < 5);
-            ag_ctx *ctx = agtest_ctx();
-            ag_device *dev = sim(ctx, 1 << 20, 0, 0);
-            ag_dev_stream *s0 = NULL, *s1 = NULL;
-            assert_int_equal(ag_dev_stream_create(dev, &s0), AG_OK); /* waited for first */
-            assert_int_equal(ag_dev_stream_create(dev, &s1), AG_OK);
-            ag_dev_event *ev = NULL;
-            assert_int_equal(ag_dev_event_create(dev, &ev), AG_OK);
+            devfix f;
+            devfix_open(&f, agtest_ctx(), 2, 1); /* stream 0 waited for first */
+            ag_device *dev = f.dev;
+            ag_dev_stream *s0 = f.h.s[0], *s1 = f.h.s[1];
+            ag_dev_event *ev = f.h.e[0];
             gate early, late;
             gate_init(&early);
             gate_init(&late);
@@ -1876,13 +1875,9 @@ static void test_synchronize_earlier_work(void **state)
             assert_false(l.overwaited);
             gate_open(&late);
             assert_int_equal(ag_dev_synchronize(dev), AG_OK);
-            ag_dev_event_destroy(dev, ev);
-            ag_dev_stream_destroy(dev, s0);
-            ag_dev_stream_destroy(dev, s1);
+            devfix_close(&f);
             gate_fini(&early);
             gate_fini(&late);
-            ag_device_destroy(dev);
-            ag_ctx_destroy(ctx);
             if (!l.inconclusive)
                 break;
         }
@@ -1894,13 +1889,11 @@ static void test_wait_refused_uncounted(void **state)
 {
     (void)state;
     ag_testalloc ta;
-    ag_ctx *ctx = agtest_ctx_counted(&ta);
-    ag_device *dev = sim(ctx, 1 << 20, 0, 0);
-    ag_dev_stream *s0 = NULL, *s1 = NULL;
-    assert_int_equal(ag_dev_stream_create(dev, &s0), AG_OK);
-    assert_int_equal(ag_dev_stream_create(dev, &s1), AG_OK);
-    ag_dev_event *e = NULL;
-    assert_int_equal(ag_dev_event_create(dev, &e), AG_OK);
+    devfix f;
+    devfix_open(&f, agtest_ctx_counted(&ta), 2, 1);
+    ag_device *dev = f.dev;
+    ag_dev_stream *s0 = f.h.s[0], *s1 = f.h.s[1];
+    ag_dev_event *e = f.h.e[0];
     gate g0, g1;
     gate_init(&g0);
     gate_init(&g1);
@@ -1927,13 +1920,9 @@ static void test_wait_refused_uncounted(void **state)
     gate_open(&g1);
     assert_int_equal(ag_dev_synchronize(dev), AG_OK);
     assert_int_equal(count, 16);
-    ag_dev_event_destroy(dev, e);
-    ag_dev_stream_destroy(dev, s0);
-    ag_dev_stream_destroy(dev, s1);
+    devfix_close(&f);
     gate_fini(&g0);
     gate_fini(&g1);
-    ag_device_destroy(dev);
-    ag_ctx_destroy(ctx);
     assert_int_equal(ta.live_blocks, 0);
 }
 
@@ -1966,11 +1955,10 @@ static void test_synchronize_kernel_children(void **state)
 {
     (void)state;
     for (int where = 0; where < 3; where++) {
-        ag_ctx *ctx = agtest_ctx();
-        ag_device *dev = sim(ctx, 1 << 20, 0, 0);
-        ag_dev_stream *s[2];
-        for (int k = 0; k < 2; k++)
-            assert_int_equal(ag_dev_stream_create(dev, &s[k]), AG_OK);
+        devfix f;
+        devfix_open(&f, agtest_ctx(), 2, 0);
+        ag_device *dev = f.dev;
+        ag_dev_stream *const *s = f.h.s;
         /* the parent on stream 0 (same stream, or child on 1), or on 1 (child on 0) */
         ag_dev_stream *on = where == 2 ? s[1] : s[0];
         child_work c = {.dev = dev, .target = where == 0 ? s[0] : where == 1 ? s[1] : s[0]};
@@ -1982,10 +1970,7 @@ static void test_synchronize_kernel_children(void **state)
             assert_int_equal(ag_dev_stream_query(dev, s[k], &idle), AG_OK);
             assert_true(idle);
         }
-        for (int k = 0; k < 2; k++)
-            ag_dev_stream_destroy(dev, s[k]);
-        ag_device_destroy(dev);
-        ag_ctx_destroy(ctx);
+        devfix_close(&f);
     }
 }
 
@@ -1995,26 +1980,23 @@ static void test_graph_keeps_event_alive(void **state)
 {
     (void)state;
     ag_testalloc ta;
-    ag_ctx *ctx = agtest_ctx_counted(&ta);
-    ag_device *dev = sim(ctx, 1 << 20, 0, 0);
-    ag_dev_stream *s = NULL;
-    ag_dev_event *e = NULL;
-    assert_int_equal(ag_dev_stream_create(dev, &s), AG_OK);
-    assert_int_equal(ag_dev_event_create(dev, &e), AG_OK);
+    devfix f;
+    devfix_open(&f, agtest_ctx_counted(&ta), 1, 1);
+    ag_device *dev = f.dev;
+    ag_dev_stream *s = f.h.s[0];
+    ag_dev_event *e = f.h.e[0];
     assert_int_equal(ag_dev_capture_begin(dev, s), AG_OK);
     assert_int_equal(ag_dev_event_record(dev, e, s), AG_OK);
     ag_dev_graph *g = NULL;
     assert_int_equal(ag_dev_capture_end(dev, s, &g), AG_OK);
     uint64_t live = ta.live_blocks;
-    ag_dev_event_destroy(dev, e);
+    handles_drop_event(&f.h, 0);
     assert_int_equal(stats(dev).live_events, 0);
     assert_int_equal(ta.live_blocks, live); /* still held by the graph */
     assert_int_equal(ag_dev_graph_launch(dev, g, s), AG_OK);
     assert_int_equal(ag_dev_stream_synchronize(dev, s), AG_OK);
     ag_dev_graph_destroy(dev, g); /* frees the event too: no leak below */
-    ag_dev_stream_destroy(dev, s);
-    ag_device_destroy(dev);
-    ag_ctx_destroy(ctx);
+    devfix_close(&f);
     assert_int_equal(ta.live_blocks, 0);
 }
 
@@ -2024,28 +2006,17 @@ static void test_graph_keeps_event_alive(void **state)
 static void test_fault_poison_mode_at_once(void **state)
 {
     (void)state;
-    ag_ctx *ctx = agtest_ctx();
-    ag_device *inner = sim(ctx, 1 << 20, 0, 0), *dev = NULL;
-    ag_dev_fault f;
-    ag_dev_fault_init(&f, AG_DEV_ENTRY_BIT(AG_DEV_E_MEMSET), 1, 0, AG_FAULT_POISON);
-    assert_int_equal(ag_device_fault_wrap(ctx, inner, &f, &dev), AG_OK);
-    ag_dev_stream *s = NULL;
-    void *a = NULL;
-    assert_int_equal(ag_dev_stream_create(dev, &s), AG_OK);
-    assert_int_equal(ag_dev_mem_alloc(dev, AG_MEM_HBM, 64, 0, &a), AG_OK);
-    assert_int_equal(ag_dev_device_state(inner, NULL), AG_DEV_HEALTHY);
-    assert_int_equal(ag_dev_memset_async(dev, a, 0, 64, s), AG_EDEVICE);
-    assert_errmsg(ctx, "memset_async: injected fault");
+    wrapfix w;
+    wrapfix_open(&w, NULL, AG_DEV_ENTRY_BIT(AG_DEV_E_MEMSET), 1, 0, AG_FAULT_POISON, 64);
+    assert_int_equal(ag_dev_device_state(w.inner, NULL), AG_DEV_HEALTHY);
+    assert_int_equal(ag_dev_memset_async(w.dev, w.a, 0, 64, w.s), AG_EDEVICE);
+    assert_errmsg(w.ctx, "memset_async: injected fault");
     const char *why = NULL;
-    assert_int_equal(ag_dev_device_state(inner, &why), AG_DEV_POISONED);
+    assert_int_equal(ag_dev_device_state(w.inner, &why), AG_DEV_POISONED);
     assert_non_null(strstr(why, "memset_async"));
-    assert_int_equal(stats(inner).memsets, 0);
-    assert_int_equal(f.nfail, 1);
-    ag_dev_mem_free(dev, a);
-    ag_dev_stream_destroy(dev, s);
-    ag_device_destroy(dev);
-    ag_device_destroy(inner);
-    ag_ctx_destroy(ctx);
+    assert_int_equal(stats(w.inner).memsets, 0);
+    assert_int_equal(w.f.nfail, 1);
+    wrapfix_close(&w);
 }
 
 /* A graph whose ranges are all valid is refused by a poisoned device
@@ -2054,10 +2025,11 @@ static void test_graph_launch_poisoned(void **state)
 {
     (void)state;
     ag_ctx *ctx = agtest_ctx();
-    ag_device *dev = sim(ctx, 1 << 20, 0, 0);
-    ag_dev_stream *s = NULL;
+    devfix f;
+    devfix_open(&f, ctx, 1, 0);
+    ag_device *dev = f.dev;
+    ag_dev_stream *s = f.h.s[0];
     void *a = NULL;
-    assert_int_equal(ag_dev_stream_create(dev, &s), AG_OK);
     assert_int_equal(ag_dev_mem_alloc(dev, AG_MEM_HBM, 64, 0, &a), AG_OK);
     assert_int_equal(ag_dev_capture_begin(dev, s), AG_OK);
     assert_int_equal(ag_dev_memset_async(dev, a, 1, 64, s), AG_OK);
@@ -2069,9 +2041,7 @@ static void test_graph_launch_poisoned(void **state)
     assert_int_equal(stats(dev).graph_launches, 0);
     ag_dev_graph_destroy(dev, g);
     ag_dev_mem_free(dev, a);
-    ag_dev_stream_destroy(dev, s);
-    ag_device_destroy(dev);
-    ag_ctx_destroy(ctx);
+    devfix_close(&f);
 }
 
 /* A copy needs both a source and a destination: either one NULL (the other
@@ -2081,11 +2051,12 @@ static void test_copy_null_side(void **state)
 {
     (void)state;
     ag_ctx *ctx = agtest_ctx();
-    ag_device *dev = sim(ctx, 1 << 20, 0, 0);
-    ag_dev_stream *s = NULL;
+    devfix f;
+    devfix_open(&f, ctx, 1, 0);
+    ag_device *dev = f.dev;
+    ag_dev_stream *s = f.h.s[0];
     void *a = NULL;
     char host[64] = {0};
-    assert_int_equal(ag_dev_stream_create(dev, &s), AG_OK);
     assert_int_equal(ag_dev_mem_alloc(dev, AG_MEM_HBM, 64, 0, &a), AG_OK);
     assert_int_equal(ag_dev_memcpy_async(dev, AG_COPY_H2D, a, NULL, 64, s), AG_EINVAL);
     assert_errmsg(ctx, "memcpy_async: NULL source or destination");
@@ -2096,9 +2067,7 @@ static void test_copy_null_side(void **state)
     assert_int_equal(stats(dev).copies[AG_COPY_H2D], 1);
     assert_int_equal(stats(dev).copies[AG_COPY_D2H], 0);
     ag_dev_mem_free(dev, a);
-    ag_dev_stream_destroy(dev, s);
-    ag_device_destroy(dev);
-    ag_ctx_destroy(ctx);
+    devfix_close(&f);
 }
 
 /* ---- edges: poison during waits, queue growth, bounds, fault plans ---- */
@@ -2153,13 +2122,11 @@ static void test_poison_ends_stream_wait(void **state)
 {
     (void)state;
     ag_ctx *ctx = agtest_ctx();
-    ag_device *dev = sim(ctx, 1 << 20, 0, 0);
-    ag_dev_stream *s1 = NULL, *s2 = NULL;
-    ag_dev_event *e1 = NULL, *e2 = NULL;
-    assert_int_equal(ag_dev_stream_create(dev, &s1), AG_OK);
-    assert_int_equal(ag_dev_stream_create(dev, &s2), AG_OK);
-    assert_int_equal(ag_dev_event_create(dev, &e1), AG_OK);
-    assert_int_equal(ag_dev_event_create(dev, &e2), AG_OK);
+    devfix f;
+    devfix_open(&f, ctx, 2, 2);
+    ag_device *dev = f.dev;
+    ag_dev_stream *s1 = f.h.s[0], *s2 = f.h.s[1];
+    ag_dev_event *e1 = f.h.e[0], *e2 = f.h.e[1];
     gate held, start;
     gate_init(&held);
     gate_init(&start);
@@ -2185,14 +2152,9 @@ static void test_poison_ends_stream_wait(void **state)
     assert_errmsg(ctx, "stream_synchronize: the device is poisoned: a test fault");
     assert_int_equal(after, 0);
     assert_int_equal(ds.dropped, 1); /* s2's kernel; s1's was running */
-    ag_dev_event_destroy(dev, e1);
-    ag_dev_event_destroy(dev, e2);
-    ag_dev_stream_destroy(dev, s1);
-    ag_dev_stream_destroy(dev, s2);
-    ag_device_destroy(dev);
+    devfix_close(&f);
     gate_fini(&held);
     gate_fini(&start);
-    ag_ctx_destroy(ctx);
 }
 
 /* On a poisoned device event_synchronize returns AG_EDEVICE at once, though
@@ -2201,11 +2163,11 @@ static void test_event_synchronize_poisoned(void **state)
 {
     (void)state;
     ag_ctx *ctx = agtest_ctx();
-    ag_device *dev = sim(ctx, 1 << 20, 0, 0);
-    ag_dev_stream *s = NULL;
-    ag_dev_event *e = NULL;
-    assert_int_equal(ag_dev_stream_create(dev, &s), AG_OK);
-    assert_int_equal(ag_dev_event_create(dev, &e), AG_OK);
+    devfix f;
+    devfix_open(&f, ctx, 1, 1);
+    ag_device *dev = f.dev;
+    ag_dev_stream *s = f.h.s[0];
+    ag_dev_event *e = f.h.e[0];
     gate held;
     gate_init(&held);
     assert_int_equal(ag_dev_launch(dev, s, gate_kernel, &held, "held"), AG_OK);
@@ -2220,11 +2182,8 @@ static void test_event_synchronize_poisoned(void **state)
     assert_false(fired); /* returned with the kernel still running */
     assert_int_equal(st, AG_EDEVICE);
     assert_errmsg(ctx, "event_synchronize: the device is poisoned: a test fault");
-    ag_dev_event_destroy(dev, e);
-    ag_dev_stream_destroy(dev, s);
-    ag_device_destroy(dev);
+    devfix_close(&f);
     gate_fini(&held);
-    ag_ctx_destroy(ctx);
 }
 
 /* A stream's queue (16 operations at first) grows only when an operation
@@ -2236,12 +2195,11 @@ static void test_queue_grows_on_demand(void **state)
 {
     (void)state;
     ag_testalloc ta;
-    ag_ctx *ctx = agtest_ctx_counted(&ta);
-    ag_device *dev = sim(ctx, 1 << 20, 0, 0);
-    ag_dev_stream *s = NULL;
-    ag_dev_event *e = NULL;
-    assert_int_equal(ag_dev_stream_create(dev, &s), AG_OK);
-    assert_int_equal(ag_dev_event_create(dev, &e), AG_OK);
+    devfix f;
+    devfix_open(&f, agtest_ctx_counted(&ta), 1, 1);
+    ag_device *dev = f.dev;
+    ag_dev_stream *s = f.h.s[0];
+    ag_dev_event *e = f.h.e[0];
     gate g;
     gate_init(&g);
     assert_int_equal(ag_dev_launch(dev, s, gate_kernel, &g, "gate"), AG_OK);
@@ -2272,11 +2230,8 @@ static void test_queue_grows_on_demand(void **state)
     assert_int_equal(again, AG_OK);
     assert_int_equal(count, 17);
     assert_int_equal(ag_dev_device_state(dev, NULL), AG_DEV_HEALTHY);
-    ag_dev_event_destroy(dev, e);
-    ag_dev_stream_destroy(dev, s);
-    ag_device_destroy(dev);
+    devfix_close(&f);
     gate_fini(&g);
-    ag_ctx_destroy(ctx);
     assert_int_equal(ta.live_blocks, 0);
 }
 
@@ -2287,10 +2242,11 @@ static void test_copy_into_freed_host_poisons(void **state)
 {
     (void)state;
     ag_ctx *ctx = agtest_ctx();
-    ag_device *dev = sim(ctx, 1 << 20, 0, 1 << 20);
-    ag_dev_stream *s = NULL;
+    devfix f;
+    devfix_open_on(&f, ctx, sim(ctx, 1 << 20, 0, 1 << 20), 1, 0);
+    ag_device *dev = f.dev;
+    ag_dev_stream *s = f.h.s[0];
     void *b = NULL, *h = NULL;
-    assert_int_equal(ag_dev_stream_create(dev, &s), AG_OK);
     assert_int_equal(ag_dev_mem_alloc(dev, AG_MEM_HBM, 64, 0, &b), AG_OK);
     assert_int_equal(ag_dev_mem_alloc(dev, AG_MEM_HOST, 4096, 0, &h), AG_OK);
     gate g;
@@ -2306,10 +2262,8 @@ static void test_copy_into_freed_host_poisons(void **state)
     assert_int_equal(ag_dev_device_state(dev, NULL), AG_DEV_POISONED);
     assert_int_equal(stats(dev).copies[AG_COPY_D2H], 0);
     ag_dev_mem_free(dev, b);
-    ag_dev_stream_destroy(dev, s);
-    ag_device_destroy(dev);
+    devfix_close(&f);
     gate_fini(&g);
-    ag_ctx_destroy(ctx);
 }
 
 /* mem_alloc's bounds: AG_MEM_COUNT_ itself is out of range, and a size above
@@ -2388,17 +2342,9 @@ static void test_table_needs_stream_query(void **state)
     (void)state;
     ag_ctx *ctx = agtest_ctx();
     ag_device *inner = sim(ctx, 1 << 20, 0, 0), *dev = (ag_device *)1;
-    const ag_device_ops ops = {
-        .size = sizeof(ag_device_ops), .name = "nosq", .destroy = lg_destroy, .mem_alloc = lg_mem_alloc,
-        .mem_free = lg_mem_free, .memcpy_async = lg_memcpy, .memset_async = lg_memset, .launch = lg_launch,
-        .stream_create = lg_stream_create, .stream_destroy = lg_stream_destroy,
-        .stream_synchronize = lg_stream_sync, .event_create = lg_event_create, .event_destroy = lg_event_destroy,
-        .event_record = lg_event_record, .stream_wait_event = lg_stream_wait, .event_query = lg_event_query,
-        .event_synchronize = lg_event_sync, .capture_begin = lg_capture_begin, .capture_end = lg_capture_end,
-        .graph_launch = lg_graph_launch, .graph_destroy = lg_graph_destroy, .synchronize = lg_sync,
-        .state = lg_state, .poison = lg_poison, .stats = lg_stats, .launch_copy = lg_launch_copy,
-        .stream_query = NULL,
-    };
+    ag_device_ops ops = lg_ops("nosq");
+    ops.size = sizeof(ag_device_ops);
+    ops.stream_query = NULL;
     assert_int_equal(ag_device_create(ctx, &ops, inner, &dev), AG_EINVAL);
     assert_null(dev);
     assert_errmsg(ctx, "device create: the backend's function table is incomplete");
@@ -2413,13 +2359,11 @@ static void test_table_needs_stream_query(void **state)
 static void test_replay_enqueues_captured_wait(void **state)
 {
     (void)state;
-    ag_ctx *ctx = agtest_ctx();
-    ag_device *dev = sim(ctx, 1 << 20, 0, 0);
-    ag_dev_stream *s1 = NULL, *s2 = NULL;
-    ag_dev_event *e = NULL;
-    assert_int_equal(ag_dev_stream_create(dev, &s1), AG_OK);
-    assert_int_equal(ag_dev_stream_create(dev, &s2), AG_OK);
-    assert_int_equal(ag_dev_event_create(dev, &e), AG_OK);
+    devfix f;
+    devfix_open(&f, agtest_ctx(), 2, 1);
+    ag_device *dev = f.dev;
+    ag_dev_stream *s1 = f.h.s[0], *s2 = f.h.s[1];
+    ag_dev_event *e = f.h.e[0];
     int x = 0, y = -1;
     pair p = {&y, &x};
     ag_dev_graph *g = NULL;
@@ -2441,12 +2385,8 @@ static void test_replay_enqueues_captured_wait(void **state)
     assert_int_equal(waits, 1);
     assert_int_equal(y, 1);
     ag_dev_graph_destroy(dev, g);
-    ag_dev_event_destroy(dev, e);
-    ag_dev_stream_destroy(dev, s1);
-    ag_dev_stream_destroy(dev, s2);
-    ag_device_destroy(dev);
+    devfix_close(&f);
     gate_fini(&held);
-    ag_ctx_destroy(ctx);
 }
 
 /* fail_at 0 means never, with repeat as without: every counted call goes
@@ -2454,26 +2394,15 @@ static void test_replay_enqueues_captured_wait(void **state)
 static void test_fault_never_with_repeat(void **state)
 {
     (void)state;
-    ag_ctx *ctx = agtest_ctx();
-    ag_device *inner = sim(ctx, 1 << 20, 0, 0), *dev = NULL;
-    ag_dev_fault f;
-    ag_dev_fault_init(&f, AG_DEV_ENTRY_ALL, 0, 1, AG_FAULT_RETURN);
-    assert_int_equal(ag_device_fault_wrap(ctx, inner, &f, &dev), AG_OK);
-    ag_dev_stream *s = NULL;
-    void *a = NULL;
-    assert_int_equal(ag_dev_stream_create(dev, &s), AG_OK);
-    assert_int_equal(ag_dev_mem_alloc(dev, AG_MEM_HBM, 64, 0, &a), AG_OK);
-    assert_int_equal(ag_dev_memset_async(dev, a, 3, 64, s), AG_OK);
-    assert_int_equal(ag_dev_stream_synchronize(dev, s), AG_OK);
-    assert_int_equal(f.calls, 4);
-    assert_int_equal(f.nfail, 0);
-    assert_int_equal(stats(inner).memsets, 1);
-    assert_int_equal(ag_dev_device_state(inner, NULL), AG_DEV_HEALTHY);
-    ag_dev_mem_free(dev, a);
-    ag_dev_stream_destroy(dev, s);
-    ag_device_destroy(dev);
-    ag_device_destroy(inner);
-    ag_ctx_destroy(ctx);
+    wrapfix w;
+    wrapfix_open(&w, NULL, AG_DEV_ENTRY_ALL, 0, 1, AG_FAULT_RETURN, 64);
+    assert_int_equal(ag_dev_memset_async(w.dev, w.a, 3, 64, w.s), AG_OK);
+    assert_int_equal(ag_dev_stream_synchronize(w.dev, w.s), AG_OK);
+    assert_int_equal(w.f.calls, 4); /* stream_create, mem_alloc, memset, stream_synchronize */
+    assert_int_equal(w.f.nfail, 0);
+    assert_int_equal(stats(w.inner).memsets, 1);
+    assert_int_equal(ag_dev_device_state(w.inner, NULL), AG_DEV_HEALTHY);
+    wrapfix_close(&w);
 }
 
 /* The valid call behind a deferred fault whose kernel already poisoned the
@@ -2482,29 +2411,18 @@ static void test_fault_never_with_repeat(void **state)
 static void test_deferred_fault_clears_refusal(void **state)
 {
     (void)state;
-    ag_ctx *ctx = agtest_ctx();
-    ag_device *inner = sim(ctx, 1 << 20, 0, 0), *mid = NULL, *dev = NULL;
-    assert_int_equal(ag_device_create(ctx, &syncfirst_ops, inner, &mid), AG_OK);
-    ag_dev_fault f;
-    ag_dev_fault_init(&f, AG_DEV_ENTRY_BIT(AG_DEV_E_MEMCPY), 1, 0, AG_FAULT_DEFERRED);
-    assert_int_equal(ag_device_fault_wrap(ctx, mid, &f, &dev), AG_OK);
-    ag_dev_stream *s = NULL;
-    void *a = NULL;
-    assert_int_equal(ag_dev_stream_create(dev, &s), AG_OK);
-    assert_int_equal(ag_dev_mem_alloc(dev, AG_MEM_HBM, 64, 0, &a), AG_OK);
+    const ag_device_ops mid = syncfirst_ops();
+    wrapfix w;
+    wrapfix_open(&w, &mid, AG_DEV_ENTRY_BIT(AG_DEV_E_MEMCPY), 1, 0, AG_FAULT_DEFERRED, 64);
+    ag_ctx *ctx = w.ctx;
     char host[64] = {0};
-    assert_int_equal(ag_dev_memcpy_async(dev, AG_COPY_H2D, a, host, 64, s), AG_OK);
-    assert_int_equal(ag_dev_device_state(inner, NULL), AG_DEV_POISONED); /* the kernel ran first */
+    assert_int_equal(ag_dev_memcpy_async(w.dev, AG_COPY_H2D, w.a, host, 64, w.s), AG_OK);
+    assert_int_equal(ag_dev_device_state(w.inner, NULL), AG_DEV_POISONED); /* the kernel ran first */
     assert_int_equal(ag_ctx_last_status(ctx), AG_OK);
     assert_string_equal(ag_ctx_errmsg(ctx), "");
-    assert_int_equal(ag_dev_stream_synchronize(dev, s), AG_EDEVICE);
+    assert_int_equal(ag_dev_stream_synchronize(w.dev, w.s), AG_EDEVICE);
     assert_errmsg(ctx, "injected fault in memcpy_async");
-    ag_dev_mem_free(dev, a);
-    ag_dev_stream_destroy(dev, s);
-    ag_device_destroy(dev);
-    ag_device_destroy(mid);
-    ag_device_destroy(inner);
-    ag_ctx_destroy(ctx);
+    wrapfix_close(&w);
 }
 
 /* Through a fault wrapper with no fault planned (or one planned for other
@@ -2515,32 +2433,22 @@ static void test_fault_wrapper_passes_refusal(void **state)
 {
     (void)state;
     for (int planned = 0; planned < 2; planned++) {
-        ag_ctx *ctx = agtest_ctx();
-        ag_device *inner = sim(ctx, 1 << 20, 0, 0), *dev = NULL;
-        ag_dev_fault f;
         /* planned: a deferred fault for memcpy, which this test never calls */
-        ag_dev_fault_init(&f, planned ? AG_DEV_ENTRY_BIT(AG_DEV_E_MEMCPY) : 0, planned ? 1 : 0, 0,
-                          AG_FAULT_DEFERRED);
-        assert_int_equal(ag_device_fault_wrap(ctx, inner, &f, &dev), AG_OK);
-        ag_dev_stream *s = NULL;
+        wrapfix w;
+        wrapfix_open(&w, NULL, planned ? AG_DEV_ENTRY_BIT(AG_DEV_E_MEMCPY) : 0, planned ? 1 : 0, 0,
+                     AG_FAULT_DEFERRED, 64);
+        ag_ctx *ctx = w.ctx;
         ag_dev_event *e = NULL;
-        void *a = NULL;
-        assert_int_equal(ag_dev_stream_create(dev, &s), AG_OK);
-        assert_int_equal(ag_dev_event_create(dev, &e), AG_OK);
-        assert_int_equal(ag_dev_mem_alloc(dev, AG_MEM_HBM, 64, 0, &a), AG_OK);
-        ag_dev_poison(inner, "a test fault");
-        assert_int_equal(ag_dev_memset_async(dev, a, 0, 64, s), AG_EDEVICE);
+        assert_int_equal(ag_dev_event_create(w.dev, &e), AG_OK);
+        ag_dev_poison(w.inner, "a test fault");
+        assert_int_equal(ag_dev_memset_async(w.dev, w.a, 0, 64, w.s), AG_EDEVICE);
         assert_errmsg(ctx, "a test fault");
         ag_ctx_clear_error(ctx);
-        assert_int_equal(ag_dev_event_record(dev, e, s), AG_EDEVICE);
+        assert_int_equal(ag_dev_event_record(w.dev, e, w.s), AG_EDEVICE);
         assert_errmsg(ctx, "a test fault");
-        assert_int_equal(f.nfail, 0);
-        ag_dev_mem_free(dev, a);
-        ag_dev_event_destroy(dev, e);
-        ag_dev_stream_destroy(dev, s);
-        ag_device_destroy(dev);
-        ag_device_destroy(inner);
-        ag_ctx_destroy(ctx);
+        assert_int_equal(w.f.nfail, 0);
+        ag_dev_event_destroy(w.dev, e);
+        wrapfix_close(&w);
     }
 }
 
