@@ -2344,7 +2344,11 @@ static void test_table_needs_stream_query(void **state)
     ag_device *inner = sim(ctx, 1 << 20, 0, 0), *dev = (ag_device *)1;
     ag_device_ops ops = lg_ops("nosq");
     ops.size = sizeof(ag_device_ops);
+    /* every other entry of the current size set: only stream_query is missing */
     ops.stream_query = NULL;
+    ops.stream_capturing = lg_stream_capturing;
+    ops.event_record_eager = lg_record_eager;
+    ops.stream_wait_event_eager = lg_wait_eager;
     assert_int_equal(ag_device_create(ctx, &ops, inner, &dev), AG_EINVAL);
     assert_null(dev);
     assert_errmsg(ctx, "device create: the backend's function table is incomplete");
