@@ -299,7 +299,9 @@ ag_pend_out ag_pend_ask(ag_memalloc *a, uint32_t u, ag_status *first)
     return AG_PEND_IDLE;
 }
 
-ag_pend_out ag_pend_record(ag_memalloc *a, uint32_t u, ag_block *b, bool ask_event, ag_status *first)
+/* (inline in the baseline's last free, which records at every one) */
+static inline __attribute__((always_inline)) ag_pend_out pend_record_in(ag_memalloc *a, uint32_t u, ag_block *b,
+                                                                        bool ask_event, ag_status *first)
 {
     ag_astream *s = &a->st[u];
     /* the mark before the record: it never claims more than the event
@@ -308,25 +310,26 @@ ag_pend_out ag_pend_record(ag_memalloc *a, uint32_t u, ag_block *b, bool ask_eve
     bool done = false, recorded = true;
     ag_dev_event *ev = a->spare_ev[--a->nspare_ev];
     ag_status st = ag_dev_event_record_eager(a->dev, ev, a->streams[u], &recorded);
-    if (st == AG_OK && recorded && ask_event) {
+    if (ask_event && st == AG_OK && recorded) {
         st = ag_dev_event_query(a->dev, ev, &done);
         a->s.event_polls++;
     }
-    if (st != AG_OK || !recorded || done) {
+    if (st != AG_OK || !recorded) {
         /* the block stays counted: it can only be recycled otherwise */
         a->spare_ev[a->nspare_ev++] = ev;
-        if (st == AG_OK && !recorded) {
+        if (st == AG_OK) {
             a->s.capture_waits++;
             return AG_PEND_CAPTURING;
         }
-        if (st != AG_OK) {
-            if (*first == AG_OK) {
-                ag_dev_note(a);
-                *first = AG_ERR(a->ctx, st, "stream %u: recording the event of a deferred free: %s", u, a->devmsg);
-            }
-            return AG_PEND_FAILED;
+        if (*first == AG_OK) {
+            ag_dev_note(a);
+            *first = AG_ERR(a->ctx, st, "stream %u: recording the event of a deferred free: %s", u, a->devmsg);
         }
+        return AG_PEND_FAILED;
+    }
+    if (done) {
         /* u was idle: the host has seen the point, as a poll would */
+        a->spare_ev[a->nspare_ev++] = ev;
         ag_hb_join(a, UINT32_MAX, mark);
         ag_epoch_done(a, u);
         return AG_PEND_IDLE;
@@ -339,6 +342,11 @@ ag_pend_out ag_pend_record(ag_memalloc *a, uint32_t u, ag_block *b, bool ask_eve
     p->seq = ++s->ev_seq;
     a->npend++;
     return AG_PEND_QUEUED;
+}
+
+ag_pend_out ag_pend_record(ag_memalloc *a, uint32_t u, ag_block *b, bool ask_event, ag_status *first)
+{
+    return pend_record_in(a, u, b, ask_event, first);
 }
 
 /* The spare array has a slot for every event ever made, so that putting
@@ -424,7 +432,7 @@ ag_status ag_base_free(ag_memalloc *a, ag_block *b, uint32_t stream)
     uint32_t waited = 0;
     bool lost = false;
     AG_MIF_EACH(b->mif, a->w, u) {
-        ag_pend_out out = dev == AG_OK ? ag_pend_record(a, u, b, false, &first) : AG_PEND_FAILED;
+        ag_pend_out out = dev == AG_OK ? pend_record_in(a, u, b, false, &first) : AG_PEND_FAILED;
         if (out == AG_PEND_CAPTURING)
             lost = true;
         else if (out == AG_PEND_FAILED && wait_instead(a, u)) /* (no query: never idle) */

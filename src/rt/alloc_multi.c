@@ -289,42 +289,16 @@ static void fallback_undo(ag_memalloc *a, ag_block *b, uint64_t queued)
     }
 }
 
-/* Every user has freed b but the notices that would let a stream reuse it
- * have not arrived: as a fallback, each other user stream is asked whether
- * it is idle (then it needs nothing more).  If one is busy, a block of at
- * least fallback_min records an event on each busy one, and once the host
- * sees them all complete the block goes home (ag_base_poll), unless a
- * notice recycled it first (its version moved).  A smaller block waits for
- * its notices, which recycle most blocks at no device cost, and a pool
- * miss that still finds it waiting records the events then: recorded later
- * than the last use, they order after it just as well.  The users are in
- * b's scratch row; room for the events, or for the waiting entry, was
- * reserved by the caller. */
-static ag_status defer_free(ag_memalloc *a, ag_block *b)
+/* The fallback's events at once (a block of at least fallback_min, or a
+ * device that cannot say whether a stream is idle).  Every user is asked
+ * before any event is recorded: one that captures, or that the device
+ * cannot answer for, leaves the block waiting, as a smaller one does, with
+ * nothing recorded on the others.  Apart, for its array of answers. */
+static __attribute__((noinline)) ag_status defer_now(ag_memalloc *a, ag_block *b, const uint64_t *any)
 {
-    const uint64_t *any = ag_mif_scratch(a, b);
-    uint32_t u;
-    if (!fallback_now(a, b)) {
-        bool busy = false;
-        AG_MIF_EACH(any, a->w, u)
-            busy = busy || !ag_stream_idle(a, u);
-        if (!busy) {
-            fallback_done(a, b); /* every user was idle already: home at once */
-            return AG_OK;
-        }
-        if (!a->no_stream_query) {
-            lazy_wait(a, b);
-            return AG_OK;
-        }
-        /* the device proved unable to tell just now: no query had
-         * succeeded before, so the events were reserved */
-    }
-    /* Every user is asked before any event is recorded: one that captures,
-     * or that the device cannot answer for, leaves the block waiting, as a
-     * smaller one does, with nothing recorded on the others. */
     ag_status first = AG_OK;
     uint8_t asked[AG_ALLOC_MAX_STREAMS];
-    uint32_t nbusy = 0;
+    uint32_t u, nbusy = 0;
     bool stop = false;
     AG_MIF_EACH(any, a->w, u) {
         ag_pend_out out = a->no_stream_query ? AG_PEND_UNKNOWN : ag_pend_ask(a, u, &first);
@@ -356,6 +330,39 @@ static ag_status defer_free(ag_memalloc *a, ag_block *b)
         fallback_done(a, b);
     }
     return first;
+}
+
+/* Every user has freed b but the notices that would let a stream reuse it
+ * have not arrived: as a fallback, each other user stream is asked whether
+ * it is idle (then it needs nothing more).  If one is busy, a block of at
+ * least fallback_min records an event on each busy one, and once the host
+ * sees them all complete the block goes home (ag_base_poll), unless a
+ * notice recycled it first (its version moved).  A smaller block waits for
+ * its notices, which recycle most blocks at no device cost, and a pool
+ * miss that still finds it waiting records the events then: recorded later
+ * than the last use, they order after it just as well.  The users are in
+ * b's scratch row; room for the events, or for the waiting entry, was
+ * reserved by the caller. */
+static ag_status defer_free(ag_memalloc *a, ag_block *b)
+{
+    const uint64_t *any = ag_mif_scratch(a, b);
+    uint32_t u;
+    if (!fallback_now(a, b)) {
+        bool busy = false;
+        AG_MIF_EACH(any, a->w, u)
+            busy = busy || !ag_stream_idle(a, u);
+        if (!busy) {
+            fallback_done(a, b); /* every user was idle already: home at once */
+            return AG_OK;
+        }
+        if (!a->no_stream_query) {
+            lazy_wait(a, b);
+            return AG_OK;
+        }
+        /* the device proved unable to tell just now: no query had
+         * succeeded before, so the events were reserved */
+    }
+    return defer_now(a, b, any);
 }
 
 /* Whether the block of a waiting entry still waits: no notice recycled it
