@@ -519,6 +519,95 @@ static void test_trace_order(void **state)
     close_empty(ctx, dev);
 }
 
+/* The order check's clocks, and its host memory.  Stream 1 learns stream
+ * 0's alloc of a from 0's record, then waits for stream 2's record, made
+ * before 2 knew of a: a wait merges what it learns and never forgets, so
+ * a's use on 1 is ordered.  Block b is allocated again on stream 2, after
+ * stream 1 learned of its first alloc: the latest alloc counts, and names
+ * its own line.  Every host allocation the check makes is given back with
+ * the size it was made with, and a host failure at any of them is a clean
+ * AG_ENOMEM that leaves the caller's result as it was. */
+static const char order_clock_text[] = "streams 3\n"
+                                       "alloc a 64 0\n"
+                                       "alloc b 64 0\n"
+                                       "record 2 1\n" /* 2 knows nothing of 0 */
+                                       "record 0 1\n"
+                                       "wait 1 0\n"
+                                       "wait 1 2\n"
+                                       "use a 1\n" /* ordered: the wait above merged */
+                                       "free a 1\n"
+                                       "free a 0\n"
+                                       "use b 1\n" /* ordered after b's first alloc */
+                                       "free b 1\n"
+                                       "free b 0\n"
+                                       "alloc b 64 2\n"
+                                       "use b 1\n" /* line 15: not after the alloc on 2 */
+                                       "free b 1\n"
+                                       "free b 2\n";
+
+static void test_trace_order_clocks(void **state)
+{
+    (void)state;
+    ag_testalloc ta;
+    ag_ctx *ctx = agtest_ctx_counted(&ta);
+    ag_alloc_trace *t = NULL;
+    assert_int_equal(ag_alloc_trace_parse(ctx, "t", order_clock_text, strlen(order_clock_text), &t), AG_OK);
+    uint64_t blocks = ta.live_blocks, bytes = ta.live_bytes, calls = ta.calls;
+    ag_alloc_trace_order o = {.size = sizeof o};
+    assert_int_equal(ag_alloc_trace_order_check(ctx, t, &o), AG_OK);
+    assert_int_equal(o.unordered_uses, 1);
+    assert_string_equal(o.first, "t:15: stream 1 uses block 'b', allocated on stream 2 at line 14, with no record "
+                                 "and wait (or sync) ordering it after the alloc");
+    assert_int_equal(ta.live_blocks, blocks);
+    assert_int_equal(ta.live_bytes, bytes);
+    uint64_t made = ta.calls - calls;
+    assert_int_equal(made, 6); /* four arrays and a row for each of the two pairs that record */
+    for (uint64_t k = 1; k <= made; k++) {
+        ta.fail_at = ta.calls + k;
+        ag_alloc_trace_order f = {.size = sizeof f, .unordered_uses = 7};
+        assert_int_equal(ag_alloc_trace_order_check(ctx, t, &f), AG_ENOMEM);
+        ta.fail_at = 0;
+        assert_int_equal(f.unordered_uses, 7);
+        assert_int_equal(ta.live_blocks, blocks);
+        assert_int_equal(ta.live_bytes, bytes);
+    }
+    ag_alloc_trace_destroy(t);
+    ag_ctx_destroy(ctx);
+    assert_int_equal(ta.live_blocks, 0);
+}
+
+/* With fallback_min 0 every shared last free asks its users at once; an
+ * idle answer sends the block home, and the checker must learn from it
+ * that the host saw those streams' work done (the happens-before hook), or
+ * it reports the block's next reuse as unordered.  Both modes' replays of
+ * the shared traces, instant and timed kernels: no violation. */
+static void test_check_fallback_now(void **state)
+{
+    (void)state;
+    ag_ctx *ctx = agtest_ctx();
+    ag_device *dev = NULL;
+    assert_int_equal(ag_device_sim_create(ctx, NULL, &dev), AG_OK);
+    const char *texts[] = {trace_text, reclaim_text, lend_text, unordered_text};
+    uint64_t queries = 0;
+    for (size_t k = 0; k < sizeof texts / sizeof texts[0]; k++) {
+        ag_alloc_trace *t = NULL;
+        assert_int_equal(ag_alloc_trace_parse(ctx, "t", texts[k], strlen(texts[k]), &t), AG_OK);
+        for (uint32_t ticks = 0; ticks <= 4; ticks += 4) {
+            ag_alloc_config c;
+            ag_alloc_config_default(&c);
+            c.fallback_min = 0;
+            ag_alloc_replay_opts o = {.size = sizeof o, .check = true, .kernel_ticks = ticks, .runs = 3};
+            ag_alloc_replay_result r = {.size = sizeof r};
+            assert_int_equal(ag_alloc_replay(ctx, dev, t, &c, &o, &r), AG_OK);
+            assert_int_equal(r.violations, 0);
+            queries += r.stats.stream_queries;
+        }
+        ag_alloc_trace_destroy(t);
+    }
+    assert_true(queries > 0);
+    close_empty(ctx, dev);
+}
+
 static void test_check_marks_bounded(void **state)
 {
     (void)state;
@@ -546,6 +635,8 @@ int main(void)
         cmocka_unit_test(test_check_carves),
         cmocka_unit_test(test_check_marks_bounded),
         cmocka_unit_test(test_trace_order),
+        cmocka_unit_test(test_trace_order_clocks),
+        cmocka_unit_test(test_check_fallback_now),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

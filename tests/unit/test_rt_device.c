@@ -1270,6 +1270,185 @@ static void test_legacy_table(void **state)
     ag_ctx_destroy(ctx);
 }
 
+/* The second table (no stream_query) with fallback_min 0: the large-block
+ * path meets the missing query at its first question, and takes the event
+ * instead, recorded and asked at once.  Both users idle: the shared block
+ * goes home at its last free, no event left queued, and the event goes
+ * back to the spares (the allocator's destroy leaves none on the device). */
+static void test_legacy_fallback_now(void **state)
+{
+    (void)state;
+    ag_ctx *ctx = agtest_ctx();
+    ag_device *inner = sim(ctx, 1 << 20, 0, 0), *dev = NULL;
+    ag_device_ops ops = lg_ops("legacy");
+    assert_int_equal(ag_device_create(ctx, &ops, inner, &dev), AG_OK);
+    ag_dev_stream *ss[2];
+    for (int k = 0; k < 2; k++)
+        assert_int_equal(ag_dev_stream_create(dev, &ss[k]), AG_OK);
+    ag_alloc_config c;
+    ag_alloc_config_default(&c);
+    c.nstreams = 2;
+    c.fallback_min = 0;
+    c.poll_every = 0; /* polls at pool misses only */
+    ag_memalloc *a = NULL;
+    assert_int_equal(ag_alloc_create(ctx, dev, ss, &c, &a), AG_OK);
+    ag_block *b = NULL;
+    assert_int_equal(ag_alloc_malloc(a, 0, 4096, &b), AG_OK);
+    assert_int_equal(ag_alloc_access(a, b, 1), AG_OK);
+    assert_int_equal(ag_alloc_free(a, b, 1), AG_OK);
+    assert_int_equal(ag_alloc_free(a, b, 0), AG_OK);
+    ag_alloc_stats st = {.size = sizeof st};
+    ag_alloc_stats_get(a, &st, NULL);
+    assert_int_equal(st.stream_queries, 0);
+    assert_int_equal(st.event_polls, 1);
+    assert_int_equal(st.polled_recycles, 1);
+    assert_int_equal(st.pending, 0);
+    /* Block c's event on stream 1 (busy behind a gate) is queued; block d's,
+     * recorded once the gate is open, answers done at once: the host has
+     * seen stream 1 reach a point after c's event, so the next poll (a pool
+     * miss) releases c without asking the device about its event. */
+    gate g;
+    gate_init(&g);
+    assert_int_equal(ag_dev_launch(dev, ss[1], gate_kernel, &g, "gate"), AG_OK);
+    ag_block *cd[2] = {NULL, NULL}, *x = NULL;
+    for (int k = 0; k < 2; k++) {
+        assert_int_equal(ag_alloc_malloc(a, 0, 4096, &cd[k]), AG_OK);
+        assert_int_equal(ag_alloc_access(a, cd[k], 1), AG_OK);
+        assert_int_equal(ag_alloc_free(a, cd[k], 1), AG_OK);
+        assert_int_equal(ag_alloc_free(a, cd[k], 0), AG_OK);
+        if (k == 0) {
+            gate_open(&g);
+            assert_int_equal(ag_dev_stream_synchronize(dev, ss[1]), AG_OK); /* unknown to the allocator */
+        }
+    }
+    ag_alloc_stats_get(a, &st, NULL);
+    assert_int_equal(st.event_polls, 3);
+    assert_int_equal(st.pending, 4096); /* c's */
+    assert_int_equal(ag_alloc_malloc(a, 0, 1u << 20, &x), AG_OK);
+    ag_alloc_stats_get(a, &st, NULL);
+    assert_int_equal(st.event_polls, 3);
+    assert_int_equal(st.pending, 0);
+    assert_int_equal(ag_alloc_free(a, x, 0), AG_OK);
+    gate_fini(&g);
+    ag_alloc_destroy(a);
+    assert_int_equal(stats(inner).live_events, 0); /* the asked events were kept, and destroyed */
+    for (int k = 0; k < 2; k++)
+        ag_dev_stream_destroy(dev, ss[k]);
+    ag_device_destroy(dev);
+    ag_device_destroy(inner);
+    ag_ctx_destroy(ctx);
+}
+
+/* A table whose idle query, once armed, begins a capture on the stream it
+ * has just answered busy for: a capture begun between the allocator's
+ * question and its record.  (One hook for the file's one such test.) */
+static ag_dev_stream *capture_after_query;
+
+static ag_status hook_stream_query(void *impl, ag_dev_stream *s, bool *idle)
+{
+    ag_status st = ag_dev_stream_query(legacy_inner(impl), s, idle);
+    if (st == AG_OK && !*idle && s == capture_after_query) {
+        capture_after_query = NULL;
+        assert_int_equal(ag_dev_capture_begin(legacy_inner(impl), s), AG_OK);
+    }
+    return st;
+}
+
+/* Three streams on the hook's table, a block born on 0 used by 1 and 2,
+ * both busy behind gates, and stream 2 beginning its capture just after
+ * its answer, so that its eager record is declined after stream 1's was
+ * made.  With fallback_min 0 (variant 0) the last free's event on stream 1
+ * goes stale with a new version and the block waits: counted still, that
+ * event's completion would leave the block one event short for good.  In
+ * a pool miss's look (variant 1, two small blocks waiting) the first
+ * block's record on 2 is declined, its event on 1 goes stale the same way,
+ * and the look passes the second block by, knowing stream 2 captures: one
+ * record in all.  After the capture, with the gates open, the next look
+ * sends every block home, no clean needed. */
+static void capture_between(int variant)
+{
+    ag_ctx *ctx = agtest_ctx();
+    ag_device *inner = sim(ctx, 4 << 20, 0, 0), *dev = NULL;
+    ag_device_ops ops = lg_ops("hook");
+    ops.size = sizeof ops;
+    ops.stream_query = hook_stream_query;
+    ops.stream_capturing = lg_stream_capturing;
+    ops.event_record_eager = lg_record_eager;
+    ops.stream_wait_event_eager = lg_wait_eager;
+    assert_int_equal(ag_device_create(ctx, &ops, inner, &dev), AG_OK);
+    ag_dev_stream *ss[3];
+    for (int k = 0; k < 3; k++)
+        assert_int_equal(ag_dev_stream_create(dev, &ss[k]), AG_OK);
+    gate g[2];
+    for (int k = 0; k < 2; k++) {
+        gate_init(&g[k]);
+        assert_int_equal(ag_dev_launch(dev, ss[k + 1], gate_kernel, &g[k], "gate"), AG_OK);
+    }
+    ag_alloc_config c;
+    ag_alloc_config_default(&c);
+    c.nstreams = 3;
+    if (variant == 0)
+        c.fallback_min = 0;
+    ag_memalloc *a = NULL;
+    assert_int_equal(ag_alloc_create(ctx, dev, ss, &c, &a), AG_OK);
+    uint32_t nb = variant == 0 ? 1u : 2u;
+    ag_block *b[2] = {NULL, NULL}, *x = NULL, *y = NULL;
+    for (uint32_t k = 0; k < nb; k++) {
+        assert_int_equal(ag_alloc_malloc(a, 0, 4096, &b[k]), AG_OK);
+        for (uint32_t u = 1; u < 3; u++) {
+            assert_int_equal(ag_alloc_access(a, b[k], u), AG_OK);
+            assert_int_equal(ag_alloc_free(a, b[k], u), AG_OK);
+        }
+    }
+    uint64_t records = stats(inner).records;
+    capture_after_query = ss[2];
+    ag_alloc_stats st = {.size = sizeof st};
+    if (variant == 0) {
+        assert_int_equal(ag_alloc_free(a, b[0], 0), AG_OK);
+    } else {
+        for (uint32_t k = 0; k < nb; k++)
+            assert_int_equal(ag_alloc_free(a, b[k], 0), AG_OK); /* small: they wait */
+        ag_alloc_stats_get(a, &st, NULL);
+        assert_int_equal(st.capture_waits, 0);
+        assert_int_equal(ag_alloc_malloc(a, 0, 1u << 20, &x), AG_OK); /* a pool miss: the look */
+    }
+    assert_null(capture_after_query); /* stream 2 captures */
+    assert_int_equal(stats(inner).records - records, 1); /* stream 1's, for the first block */
+    ag_alloc_stats_get(a, &st, NULL);
+    assert_int_equal(st.capture_waits, nb); /* the declined record; the block passed by */
+    assert_int_equal(st.pending, nb * 4096u);
+    assert_int_equal(st.fallbacks_recorded, 0);
+    ag_dev_graph *gr = NULL;
+    assert_int_equal(ag_dev_capture_end(dev, ss[2], &gr), AG_OK);
+    ag_dev_graph_destroy(dev, gr);
+    for (int k = 0; k < 2; k++) {
+        gate_open(&g[k]);
+        assert_int_equal(ag_dev_stream_synchronize(dev, ss[k + 1]), AG_OK);
+    }
+    assert_int_equal(ag_alloc_malloc(a, 0, 2u << 20, &y), AG_OK); /* the next look */
+    ag_alloc_stats_get(a, &st, NULL);
+    assert_int_equal(st.pending, 0);
+    assert_int_equal(st.syncs, 0);
+    if (x)
+        assert_int_equal(ag_alloc_free(a, x, 0), AG_OK);
+    assert_int_equal(ag_alloc_free(a, y, 0), AG_OK);
+    ag_alloc_destroy(a);
+    for (int k = 0; k < 3; k++)
+        ag_dev_stream_destroy(dev, ss[k]);
+    for (int k = 0; k < 2; k++)
+        gate_fini(&g[k]);
+    ag_device_destroy(dev);
+    ag_device_destroy(inner);
+    ag_ctx_destroy(ctx);
+}
+
+static void test_capture_between_query_and_record(void **state)
+{
+    (void)state;
+    capture_between(0); /* the large block's last free */
+    capture_between(1); /* a pool miss's look */
+}
+
 /* stream_capturing answers between capture_begin and capture_end only,
  * refuses on a poisoned device and checks its arguments.  The eager record
  * and wait act as the plain forms on a stream that is not capturing and
@@ -2480,6 +2659,8 @@ int main(void)
         cmocka_unit_test(test_host_memory_direct),
         cmocka_unit_test(test_stream_query),
         cmocka_unit_test(test_legacy_table),
+        cmocka_unit_test(test_legacy_fallback_now),
+        cmocka_unit_test(test_capture_between_query_and_record),
         cmocka_unit_test(test_capture_eager),
         cmocka_unit_test(test_fault_eager_entries),
         cmocka_unit_test(test_copy_host_side),
