@@ -149,10 +149,11 @@ typedef struct ag_alloc_stats {
      * blocks kept waiting and the request went on to grow */
     uint64_t reclaims_refused;
     /* last frees and pool-miss looks that found a user stream of a waiting
-     * block capturing (no event can stand for its eager work then: the
-     * block waited, in the multi mode for a later look, in the baseline
-     * for the clean), and region moves given up because the owner or the
-     * growing stream captured */
+     * block capturing, once for the block however many users capture (no
+     * event can stand for their eager work then: the block waited, in the
+     * multi mode for a later look, in the baseline for the clean), and
+     * region moves given up because the owner or the growing stream
+     * captured */
     uint64_t capture_waits;
     /* sends from, and waits into, a capturing stream: their record or wait
      * went into the graph, and what they carry waited for the next send

@@ -288,10 +288,8 @@ ag_pend_out ag_pend_ask(ag_memalloc *a, uint32_t u, ag_status *first)
         }
         return AG_PEND_FAILED;
     }
-    if (capt) {
-        a->s.capture_waits++;
+    if (capt)
         return AG_PEND_CAPTURING;
-    }
     if (!idle)
         return AG_PEND_BUSY;
     ag_hb_join(a, UINT32_MAX, mark);
@@ -317,10 +315,8 @@ static inline __attribute__((always_inline)) ag_pend_out pend_record_in(ag_memal
     if (st != AG_OK || !recorded) {
         /* the block stays counted: it can only be recycled otherwise */
         a->spare_ev[a->nspare_ev++] = ev;
-        if (st == AG_OK) {
-            a->s.capture_waits++;
+        if (st == AG_OK)
             return AG_PEND_CAPTURING;
-        }
         if (*first == AG_OK) {
             ag_dev_note(a);
             *first = AG_ERR(a->ctx, st, "stream %u: recording the event of a deferred free: %s", u, a->devmsg);
@@ -430,11 +426,11 @@ ag_status ag_base_free(ag_memalloc *a, ag_block *b, uint32_t stream)
         b->events++;
     ag_status first = dev;
     uint32_t waited = 0;
-    bool lost = false;
+    bool lost = false, captured = false;
     AG_MIF_EACH(b->mif, a->w, u) {
         ag_pend_out out = dev == AG_OK ? pend_record_in(a, u, b, false, &first) : AG_PEND_FAILED;
         if (out == AG_PEND_CAPTURING)
-            lost = true;
+            lost = captured = true;
         else if (out == AG_PEND_FAILED && wait_instead(a, u)) /* (no query: never idle) */
             waited++;
         else if (out == AG_PEND_FAILED)
@@ -442,6 +438,7 @@ ag_status ag_base_free(ag_memalloc *a, ag_block *b, uint32_t stream)
     }
     b->events -= waited;
     a->base_orphans += lost;
+    a->s.capture_waits += captured; /* (once for the block) */
     if (b->events == 0) {
         ag_stat_unpend(a, b);
         ag_block_home(a, b);

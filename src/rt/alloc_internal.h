@@ -770,13 +770,15 @@ typedef enum ag_pend_out {
     AG_PEND_UNKNOWN    /* asked: the device cannot tell (it predates the query) */
 } ag_pend_out;
 /* Asks whether stream u is idle, for a deferred free (ag_dev_stream_query):
- * a query refused asks whether u captures (counted in capture_waits), and
- * any other refusal is raised into *first if the first. */
+ * a query refused asks whether u captures, and any other refusal is raised
+ * into *first if the first.  (The callers count capture_waits, once for a
+ * block.) */
 ag_pend_out ag_pend_ask(ag_memalloc *a, uint32_t u, ag_status *first);
 /* Records a deferred-free event for b on stream u and queues it (room for
  * the event and the entry was reserved by the caller), with
- * ag_dev_event_record_eager: a stream that captures takes none (counted in
- * capture_waits).  On a device failure the first one is raised into *first.
+ * ag_dev_event_record_eager: a stream that captures takes none (the caller
+ * counts capture_waits).  On a device failure the first one is raised into
+ * *first.
  * Unless queued, b stays counted for u.  ask_event: then ask the event
  * whether it is complete (for a device that cannot say whether a stream is
  * idle): idle if it is. */

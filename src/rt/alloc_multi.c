@@ -299,13 +299,15 @@ static __attribute__((noinline)) ag_status defer_now(ag_memalloc *a, ag_block *b
     ag_status first = AG_OK;
     uint8_t asked[AG_ALLOC_MAX_STREAMS];
     uint32_t u, nbusy = 0;
-    bool stop = false;
+    bool stop = false, captured = false;
     AG_MIF_EACH(any, a->w, u) {
         ag_pend_out out = a->no_stream_query ? AG_PEND_UNKNOWN : ag_pend_ask(a, u, &first);
         asked[u] = (uint8_t)out;
         nbusy += out == AG_PEND_BUSY || out == AG_PEND_UNKNOWN;
+        captured = captured || out == AG_PEND_CAPTURING;
         stop = stop || out == AG_PEND_CAPTURING || out == AG_PEND_FAILED;
     }
+    a->s.capture_waits += captured; /* (once for the block) */
     if (stop || nbusy == 0) {
         if (stop)
             lazy_wait(a, b);
@@ -321,8 +323,10 @@ static __attribute__((noinline)) ag_status defer_now(ag_memalloc *a, ag_block *b
             /* (a device that cannot say whether a stream is idle: its event) */
             ag_pend_out out = ag_pend_record(a, u, b, asked[u] == AG_PEND_UNKNOWN, &first);
             b->events -= out == AG_PEND_IDLE;
+            captured = captured || out == AG_PEND_CAPTURING;
             missed = missed || out == AG_PEND_CAPTURING || out == AG_PEND_FAILED;
         }
+    a->s.capture_waits += captured; /* (at most once for the block: none was asked capturing) */
     if (missed) {
         fallback_undo(a, b, queued);
         lazy_wait(a, b);
@@ -437,14 +441,16 @@ ag_status ag_lazy_flush(ag_memalloc *a)
         a->s.fallbacks_recorded++;
         b->events = nbusy;
         uint64_t queued = a->npend;
-        bool missed = false; /* an event the device refused, or a user that captures */
+        bool missed = false, declined = false; /* an event the device refused, or a user that captures */
         AG_MIF_EACH(any, a->w, u)
             if (asked[u] != 1) {
                 ag_pend_out out = ag_pend_record(a, u, b, false, &first);
                 if (out == AG_PEND_CAPTURING)
                     asked[u] = 3;
+                declined = declined || out == AG_PEND_CAPTURING;
                 missed = missed || out != AG_PEND_QUEUED;
             }
+        a->s.capture_waits += declined; /* (once for the block) */
         if (missed) {
             a->s.fallbacks_recorded--;
             fallback_undo(a, b, queued);

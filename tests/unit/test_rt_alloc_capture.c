@@ -270,6 +270,52 @@ static void busy_user_captures(uint64_t fallback_min)
     fix_close(&f);
 }
 
+/* A block born on stream 0 whose two other users, streams 1 and 2, both
+ * capture when stream 0 frees it last: capture_waits counts the block once
+ * at each free or look that it holds back (the baseline's last free, the
+ * multi mode's large-block fallback at the last free, a pool miss's look),
+ * not once for each capturing user.  After the captures the clean sends it
+ * home. */
+static void two_users_capture(ag_alloc_mode mode, uint64_t fallback_min)
+{
+    ag_alloc_config cfg;
+    ag_alloc_config_default(&cfg);
+    cfg.fallback_min = fallback_min;
+    fix f;
+    fix_open_cfg(&f, 3, mode, 0, &cfg);
+    ag_block *b = xmalloc(&f, 0, 4096);
+    for (uint32_t u = 1; u < 3; u++) {
+        assert_int_equal(ag_alloc_access(f.a, b, u), AG_OK);
+        assert_int_equal(ag_alloc_free(f.a, b, u), AG_OK);
+    }
+    for (uint32_t u = 1; u < 3; u++)
+        capture_begin(&f, u);
+    assert_int_equal(ag_alloc_free(f.a, b, 0), AG_OK);
+    ag_block *y = xmalloc(&f, 0, 1u << 20); /* a pool miss (the multi mode's look) */
+    ag_alloc_stats s = stats(f.a);
+    /* the multi mode's large-block fallback: once at the last free and once
+     * at the look; otherwise one of them */
+    assert_int_equal(s.capture_waits, mode == AG_ALLOC_MULTI && fallback_min == 0 ? 2 : 1);
+    assert_int_equal(s.pending, 4096);
+    for (uint32_t u = 1; u < 3; u++) {
+        ag_dev_graph *g = NULL;
+        assert_int_equal(ag_dev_capture_end(f.dev, f.s[u], &g), AG_OK);
+        ag_dev_graph_destroy(f.dev, g);
+    }
+    assert_int_equal(ag_alloc_sync(f.a, AG_SYNC_CLEAN), AG_OK);
+    assert_int_equal(stats(f.a).pending, 0);
+    assert_int_equal(ag_alloc_free(f.a, y, 0), AG_OK);
+    fix_close(&f);
+}
+
+static void test_two_users_capture(void **state)
+{
+    (void)state;
+    two_users_capture(AG_ALLOC_BASELINE, 0);
+    two_users_capture(AG_ALLOC_MULTI, 0);         /* the last free asks both */
+    two_users_capture(AG_ALLOC_MULTI, 64u << 20); /* the look asks both */
+}
+
 static void test_busy_user_captures(void **state)
 {
     (void)state;
@@ -408,6 +454,7 @@ int main(void)
         cmocka_unit_test(test_move_needs_eager),
         cmocka_unit_test(test_launch_keeps_eager_point),
         cmocka_unit_test(test_busy_user_captures),
+        cmocka_unit_test(test_two_users_capture),
         cmocka_unit_test(test_borrow_home_from_capture),
         cmocka_unit_test(test_poisoned_capture),
     };
