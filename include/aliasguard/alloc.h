@@ -312,8 +312,10 @@ typedef struct ag_alloc_replay_result {
  * allocator can order.  Independent of any replay: the allocator's own
  * events and waits do not count.  A use of an ID never allocated before it
  * is the replay's error, not counted here.  At most
- * AG_ALLOC_CHECK_MAX_STREAMS streams (a clock per stream, n x n words, and
- * n words for each pair that records). */
+ * AG_ALLOC_CHECK_MAX_STREAMS streams.  Host memory, freed before it
+ * returns: the clocks and a slot per pair of streams (two tables of n x n
+ * words: 16 MiB at the limit), n words for each pair that records, and 24
+ * bytes per ID. */
 typedef struct ag_alloc_trace_order {
     size_t size;             /* sizeof(ag_alloc_trace_order): set by the caller */
     uint64_t unordered_uses; /* such use lines */
