@@ -511,20 +511,23 @@ static void test_query_refused_eager(void **state)
 }
 
 /* At a large block's last free (fallback_min 0) every user is asked before
- * any event is recorded: streams 1 and 2 are busy, and the device refuses
- * to answer for stream 2 (an injected stream_query failure, asked second).
- * The free returns the refusal with the use released, and nothing is
- * recorded, not even on stream 1, whose answer came first: the block waits
- * for a look, with no event queued and no capture counted.  Once both
- * streams are done, a pool miss's look sends it home without a clean. */
-static void test_query_refused_records_nothing(void **state)
+ * any event is recorded; streams 1 and 2 are busy.  The device refuses one
+ * call there, and the free returns the refusal with the use released; the
+ * block is never left counting an event that will never come, but waits
+ * for a look, as the look's own refused records do.  Once both streams
+ * are done, a pool miss's look sends it home without a clean.
+ * - AG_DEV_E_STREAM_QUERY: the question for stream 2 (asked second) is
+ *   refused, and nothing is recorded, not even on stream 1, whose answer
+ *   came first; no event queued, no capture counted.
+ * - AG_DEV_E_EVENT_RECORD: every user answered busy, and the first record
+ *   (on stream 1) is refused. */
+static void large_free_refused(ag_dev_entry entry)
 {
-    (void)state;
     ag_alloc_config c;
     ag_alloc_config_default(&c);
     c.fallback_min = 0;
     faulted f;
-    faulted_open(&f, AG_DEV_E_STREAM_QUERY, &c);
+    faulted_open(&f, entry, &c);
     ag_memalloc *a = f.a;
     ag_block *b = NULL, *x = NULL;
     assert_int_equal(ag_alloc_malloc(a, 0, 65536, &b), AG_OK);
@@ -535,22 +538,25 @@ static void test_query_refused_records_nothing(void **state)
         assert_int_equal(ag_dev_launch(f.sim, f.s[k], late_write_kernel, &w[k - 1], "busy"), AG_OK);
         assert_int_equal(ag_alloc_free(a, b, k), AG_OK);
     }
+    bool query = entry == AG_DEV_E_STREAM_QUERY;
     ag_dev_stats d = {.size = sizeof d};
     ag_dev_stats_get(f.sim, &d);
     uint64_t records = d.records;
-    f.fl.fail_at = f.fl.calls + 2u; /* stream 2's idle query; stream 1's answers busy */
+    f.fl.fail_at = f.fl.calls + (query ? 2u : 1u);
     ag_status st = ag_alloc_free(a, b, 0);
     f.fl.fail_at = 0;
     assert_int_equal(f.fl.nfail, 1);
     assert_int_equal(st, AG_EDEVICE);
-    assert_true(agtest_errmsg_has(f.ctx, "stream 2: asking whether it is idle"));
-    ag_dev_stats_get(f.sim, &d);
-    assert_int_equal(d.records, records);
-    assert_int_equal(a->npend, 0);
     assert_int_equal(a->nlazy, 1);
     ag_alloc_stats s = stats(a);
     assert_int_equal(s.pending, 65536);
-    assert_int_equal(s.capture_waits, 0);
+    if (query) {
+        assert_true(agtest_errmsg_has(f.ctx, "stream 2: asking whether it is idle"));
+        ag_dev_stats_get(f.sim, &d);
+        assert_int_equal(d.records, records);
+        assert_int_equal(a->npend, 0);
+        assert_int_equal(s.capture_waits, 0);
+    }
     for (int k = 0; k < 2; k++)
         atomic_store(&w[k].open, 1);
     for (int k = 1; k < 3; k++)
@@ -563,45 +569,11 @@ static void test_query_refused_records_nothing(void **state)
     faulted_close(&f);
 }
 
-/* A record the device refuses after every user answered busy (fallback_min
- * 0; streams 1 and 2 busy; the first record fails): the block is not left
- * counting an event that will never come, but waits for a look, as the
- * look's own refused records do.  Once both streams are done, a pool
- * miss's look sends it home without a clean. */
-static void test_record_refused_waits_for_look(void **state)
+static void test_large_free_refused(void **state)
 {
     (void)state;
-    ag_alloc_config c;
-    ag_alloc_config_default(&c);
-    c.fallback_min = 0;
-    faulted f;
-    faulted_open(&f, AG_DEV_E_EVENT_RECORD, &c);
-    ag_memalloc *a = f.a;
-    ag_block *b = NULL, *x = NULL;
-    assert_int_equal(ag_alloc_malloc(a, 0, 65536, &b), AG_OK);
-    char scratch[2][64];
-    late_write w[2] = {{.mem = scratch[0], .n = 64}, {.mem = scratch[1], .n = 64}};
-    for (uint32_t k = 1; k < 3; k++) {
-        assert_int_equal(ag_alloc_access(a, b, k), AG_OK);
-        assert_int_equal(ag_dev_launch(f.sim, f.s[k], late_write_kernel, &w[k - 1], "busy"), AG_OK);
-        assert_int_equal(ag_alloc_free(a, b, k), AG_OK);
-    }
-    f.fl.fail_at = f.fl.calls + 1u; /* the record on stream 1 */
-    assert_int_equal(ag_alloc_free(a, b, 0), AG_EDEVICE);
-    f.fl.fail_at = 0;
-    assert_int_equal(f.fl.nfail, 1);
-    assert_int_equal(a->nlazy, 1);
-    assert_int_equal(stats(a).pending, 65536);
-    for (int k = 0; k < 2; k++)
-        atomic_store(&w[k].open, 1);
-    for (int k = 1; k < 3; k++)
-        assert_int_equal(ag_dev_stream_synchronize(f.sim, f.s[k]), AG_OK);
-    assert_int_equal(ag_alloc_malloc(a, 0, 1u << 20, &x), AG_OK); /* a pool miss: the look */
-    ag_alloc_stats s = stats(a);
-    assert_int_equal(s.pending, 0);
-    assert_int_equal(s.syncs, 0);
-    assert_int_equal(ag_alloc_free(a, x, 0), AG_OK);
-    faulted_close(&f);
+    large_free_refused(AG_DEV_E_STREAM_QUERY);
+    large_free_refused(AG_DEV_E_EVENT_RECORD);
 }
 
 static void test_multi_record_fails(void **state)
@@ -804,8 +776,7 @@ int main(void)
         cmocka_unit_test(test_entry_checks),
         cmocka_unit_test(test_multi_record_fails),
         cmocka_unit_test(test_query_refused_eager),
-        cmocka_unit_test(test_query_refused_records_nothing),
-        cmocka_unit_test(test_record_refused_waits_for_look),
+        cmocka_unit_test(test_large_free_refused),
         cmocka_unit_test(test_look_refused),
         cmocka_unit_test(test_refused_look_retried),
     };
