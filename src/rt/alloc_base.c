@@ -280,6 +280,14 @@ ag_pend_out ag_pend_ask(ag_memalloc *a, uint32_t u, ag_status *first)
         return AG_PEND_UNKNOWN;
     if (st != AG_OK)
         st = refused_for_capture(a, u, st, &capt);
+    if (st == AG_EINVAL && !capt) {
+        /* refused as the seam refuses a capturing stream, and not capturing
+         * when asked: a capture that ended in between.  Asked once more. */
+        ag_ctx_clear_error(ag_device_ctx(a->dev));
+        st = ag_stream_query(a, u, &idle);
+        if (st != AG_OK)
+            st = refused_for_capture(a, u, st, &capt);
+    }
     if (st != AG_OK) {
         if (*first == AG_OK) {
             ag_dev_note(a);

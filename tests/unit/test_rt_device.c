@@ -1449,6 +1449,84 @@ static void test_capture_between_query_and_record(void **state)
     capture_between(1); /* a pool miss's look */
 }
 
+/* A table whose idle query, once armed, ends the capture of the stream it
+ * has just refused as capturing: a capture that ends between the
+ * allocator's refused question and its question whether the stream
+ * captures. */
+static ag_dev_stream *capture_ends_after_query;
+
+static ag_status hook_query_ends_capture(void *impl, ag_dev_stream *s, bool *idle)
+{
+    ag_status st = ag_dev_stream_query(legacy_inner(impl), s, idle);
+    if (st == AG_EINVAL && s == capture_ends_after_query) {
+        capture_ends_after_query = NULL;
+        ag_dev_graph *g = NULL;
+        assert_int_equal(ag_dev_capture_end(legacy_inner(impl), s, &g), AG_OK);
+        ag_dev_graph_destroy(legacy_inner(impl), g);
+    }
+    return st;
+}
+
+/* A block born on stream 0, used by stream 1 (busy behind a gate), which
+ * captures when stream 0 frees the block last (fallback_min 0: the large
+ * block's path asks at once).  The query is refused for the capture, which
+ * ends before the allocator asks whether stream 1 captures: the refusal no
+ * longer holds, so the allocator asks again (busy) and records the event,
+ * where it once returned the stale refusal (AG_EINVAL) from the free.  The
+ * block goes home once the gate is open. */
+static void test_capture_ends_before_question(void **state)
+{
+    (void)state;
+    ag_ctx *ctx = agtest_ctx();
+    ag_device *inner = sim(ctx, 4 << 20, 0, 0), *dev = NULL;
+    ag_device_ops ops = lg_ops("hook");
+    ops.size = sizeof ops;
+    ops.stream_query = hook_query_ends_capture;
+    ops.stream_capturing = lg_stream_capturing;
+    ops.event_record_eager = lg_record_eager;
+    ops.stream_wait_event_eager = lg_wait_eager;
+    assert_int_equal(ag_device_create(ctx, &ops, inner, &dev), AG_OK);
+    ag_dev_stream *ss[2];
+    for (int k = 0; k < 2; k++)
+        assert_int_equal(ag_dev_stream_create(dev, &ss[k]), AG_OK);
+    gate g;
+    gate_init(&g);
+    assert_int_equal(ag_dev_launch(dev, ss[1], gate_kernel, &g, "gate"), AG_OK);
+    ag_alloc_config c;
+    ag_alloc_config_default(&c);
+    c.nstreams = 2;
+    c.fallback_min = 0;
+    ag_memalloc *a = NULL;
+    assert_int_equal(ag_alloc_create(ctx, dev, ss, &c, &a), AG_OK);
+    ag_block *b = NULL;
+    assert_int_equal(ag_alloc_malloc(a, 0, 4096, &b), AG_OK);
+    assert_int_equal(ag_alloc_access(a, b, 1), AG_OK);
+    assert_int_equal(ag_alloc_free(a, b, 1), AG_OK);
+    assert_int_equal(ag_dev_capture_begin(dev, ss[1]), AG_OK);
+    uint64_t records = stats(inner).records;
+    capture_ends_after_query = ss[1];
+    assert_int_equal(ag_alloc_free(a, b, 0), AG_OK);
+    assert_null(capture_ends_after_query); /* the capture ended in the query */
+    assert_int_equal(ag_ctx_last_status(ctx), AG_OK);
+    assert_int_equal(stats(inner).records - records, 1); /* the event on stream 1 */
+    ag_alloc_stats st = {.size = sizeof st};
+    ag_alloc_stats_get(a, &st, NULL);
+    assert_int_equal(st.capture_waits, 0);
+    assert_int_equal(st.pending, 4096);
+    gate_open(&g);
+    assert_int_equal(ag_dev_stream_synchronize(dev, ss[1]), AG_OK);
+    assert_int_equal(ag_alloc_sync(a, AG_SYNC_CLEAN), AG_OK);
+    ag_alloc_stats_get(a, &st, NULL);
+    assert_int_equal(st.pending, 0);
+    ag_alloc_destroy(a);
+    for (int k = 0; k < 2; k++)
+        ag_dev_stream_destroy(dev, ss[k]);
+    gate_fini(&g);
+    ag_device_destroy(dev);
+    ag_device_destroy(inner);
+    ag_ctx_destroy(ctx);
+}
+
 /* stream_capturing answers between capture_begin and capture_end only,
  * refuses on a poisoned device and checks its arguments.  The eager record
  * and wait act as the plain forms on a stream that is not capturing and
@@ -2661,6 +2739,7 @@ int main(void)
         cmocka_unit_test(test_legacy_table),
         cmocka_unit_test(test_legacy_fallback_now),
         cmocka_unit_test(test_capture_between_query_and_record),
+        cmocka_unit_test(test_capture_ends_before_question),
         cmocka_unit_test(test_capture_eager),
         cmocka_unit_test(test_fault_eager_entries),
         cmocka_unit_test(test_copy_host_side),
