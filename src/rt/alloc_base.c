@@ -236,23 +236,32 @@ static ag_status refused_for_capture(ag_memalloc *a, uint32_t u, ag_status st, b
     return st;
 }
 
-/* Whether stream u is idle, asked without waiting.  A refusal reads
- * busy, forgotten; with capt (NULL: not asked), whether the refusal was
- * for a capture (the question asked then). */
+/* Asks the device whether stream u is idle (*idle), without waiting; an
+ * idle answer means the host has seen u's work so far (its epoch, the
+ * happens-before hook).  A refused query asks whether u captures, unless
+ * capt is NULL: *capt true then, with AG_OK.  Returns the status that
+ * stands (refused_for_capture), AG_EUNSUPPORTED for a device that predates
+ * the query. */
+static ag_status ask_idle(ag_memalloc *a, uint32_t u, bool *idle, bool *capt)
+{
+    uint64_t mark = ag_hb_mark(a, u); /* before the query: never claims more */
+    ag_status st = ag_stream_query(a, u, idle);
+    if (st != AG_OK && st != AG_EUNSUPPORTED && capt)
+        st = refused_for_capture(a, u, st, capt);
+    if (st == AG_OK && *idle) {
+        ag_hb_join(a, UINT32_MAX, mark);
+        ag_epoch_done(a, u);
+    }
+    return st;
+}
+
+/* The same, a refusal read as busy and forgotten. */
 static bool stream_idle_in(ag_memalloc *a, uint32_t u, bool *capt)
 {
     bool idle = false;
-    uint64_t mark = ag_hb_mark(a, u); /* before the query: never claims more */
-    ag_status st = ag_stream_query(a, u, &idle);
-    if (st != AG_OK) {
-        if (capt && st != AG_EUNSUPPORTED)
-            (void)refused_for_capture(a, u, st, capt);
+    if (ask_idle(a, u, &idle, capt) != AG_OK) {
         ag_ctx_clear_error(ag_device_ctx(a->dev));
         return false;
-    }
-    if (idle) {
-        ag_hb_join(a, UINT32_MAX, mark);
-        ag_epoch_done(a, u);
     }
     return idle;
 }
@@ -273,20 +282,15 @@ bool ag_stream_seen_idle(ag_memalloc *a, uint32_t u, uint8_t *asked)
 
 ag_pend_out ag_pend_ask(ag_memalloc *a, uint32_t u, ag_status *first)
 {
-    uint64_t mark = ag_hb_mark(a, u); /* before the query: never claims more */
     bool idle = false, capt = false;
-    ag_status st = ag_stream_query(a, u, &idle);
+    ag_status st = ask_idle(a, u, &idle, &capt);
     if (st == AG_EUNSUPPORTED)
         return AG_PEND_UNKNOWN;
-    if (st != AG_OK)
-        st = refused_for_capture(a, u, st, &capt);
     if (st == AG_EINVAL && !capt) {
         /* refused as the seam refuses a capturing stream, and not capturing
          * when asked: a capture that ended in between.  Asked once more. */
         ag_ctx_clear_error(ag_device_ctx(a->dev));
-        st = ag_stream_query(a, u, &idle);
-        if (st != AG_OK)
-            st = refused_for_capture(a, u, st, &capt);
+        st = ask_idle(a, u, &idle, &capt);
     }
     if (st != AG_OK) {
         if (*first == AG_OK) {
@@ -298,11 +302,7 @@ ag_pend_out ag_pend_ask(ag_memalloc *a, uint32_t u, ag_status *first)
     }
     if (capt)
         return AG_PEND_CAPTURING;
-    if (!idle)
-        return AG_PEND_BUSY;
-    ag_hb_join(a, UINT32_MAX, mark);
-    ag_epoch_done(a, u);
-    return AG_PEND_IDLE;
+    return idle ? AG_PEND_IDLE : AG_PEND_BUSY;
 }
 
 /* (inline in the baseline's last free, which records at every one) */
