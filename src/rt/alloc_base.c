@@ -437,8 +437,10 @@ ag_status ag_base_free(ag_memalloc *a, ag_block *b, uint32_t stream)
     bool lost = false, captured = false;
     AG_MIF_EACH(b->mif, a->w, u) {
         ag_pend_out out = dev == AG_OK ? pend_record_in(a, u, b, false, &first) : AG_PEND_FAILED;
-        if (out == AG_PEND_CAPTURING)
+        if (out == AG_PEND_CAPTURING) {
+            a->s.capture_waits += !captured; /* (once for the block) */
             lost = captured = true;
+        }
         else if (out == AG_PEND_FAILED && wait_instead(a, u)) /* (no query: never idle) */
             waited++;
         else if (out == AG_PEND_FAILED)
@@ -446,7 +448,6 @@ ag_status ag_base_free(ag_memalloc *a, ag_block *b, uint32_t stream)
     }
     b->events -= waited;
     a->base_orphans += lost;
-    a->s.capture_waits += captured; /* (once for the block) */
     if (b->events == 0) {
         ag_stat_unpend(a, b);
         ag_block_home(a, b);
