@@ -1145,6 +1145,19 @@ static ag_status lg_wait_eager(void *impl, ag_dev_stream *s, ag_dev_event *e, bo
     return ag_dev_stream_wait_event_eager(legacy_inner(impl), s, e, enqueued);
 }
 
+/* A table of the current size forwarding every entry to the inner device,
+ * with stream_query as given (NULL: the one entry missing). */
+static ag_device_ops full_ops(const char *name, ag_status (*stream_query)(void *, ag_dev_stream *, bool *))
+{
+    ag_device_ops ops = lg_ops(name);
+    ops.size = sizeof ops;
+    ops.stream_query = stream_query;
+    ops.stream_capturing = lg_stream_capturing;
+    ops.event_record_eager = lg_record_eager;
+    ops.stream_wait_event_eager = lg_wait_eager;
+    return ops;
+}
+
 static void test_legacy_table(void **state)
 {
     (void)state;
@@ -1369,12 +1382,7 @@ static void capture_between(int variant)
 {
     ag_ctx *ctx = agtest_ctx();
     ag_device *inner = sim(ctx, 4 << 20, 0, 0), *dev = NULL;
-    ag_device_ops ops = lg_ops("hook");
-    ops.size = sizeof ops;
-    ops.stream_query = hook_stream_query;
-    ops.stream_capturing = lg_stream_capturing;
-    ops.event_record_eager = lg_record_eager;
-    ops.stream_wait_event_eager = lg_wait_eager;
+    ag_device_ops ops = full_ops("hook", hook_stream_query);
     assert_int_equal(ag_device_create(ctx, &ops, inner, &dev), AG_OK);
     ag_dev_stream *ss[3];
     for (int k = 0; k < 3; k++)
@@ -1479,12 +1487,7 @@ static void test_capture_ends_before_question(void **state)
     (void)state;
     ag_ctx *ctx = agtest_ctx();
     ag_device *inner = sim(ctx, 4 << 20, 0, 0), *dev = NULL;
-    ag_device_ops ops = lg_ops("hook");
-    ops.size = sizeof ops;
-    ops.stream_query = hook_query_ends_capture;
-    ops.stream_capturing = lg_stream_capturing;
-    ops.event_record_eager = lg_record_eager;
-    ops.stream_wait_event_eager = lg_wait_eager;
+    ag_device_ops ops = full_ops("hook", hook_query_ends_capture);
     assert_int_equal(ag_device_create(ctx, &ops, inner, &dev), AG_OK);
     ag_dev_stream *ss[2];
     for (int k = 0; k < 2; k++)
@@ -2599,13 +2602,8 @@ static void test_table_needs_stream_query(void **state)
     (void)state;
     ag_ctx *ctx = agtest_ctx();
     ag_device *inner = sim(ctx, 1 << 20, 0, 0), *dev = (ag_device *)1;
-    ag_device_ops ops = lg_ops("nosq");
-    ops.size = sizeof(ag_device_ops);
     /* every other entry of the current size set: only stream_query is missing */
-    ops.stream_query = NULL;
-    ops.stream_capturing = lg_stream_capturing;
-    ops.event_record_eager = lg_record_eager;
-    ops.stream_wait_event_eager = lg_wait_eager;
+    ag_device_ops ops = full_ops("nosq", NULL);
     assert_int_equal(ag_device_create(ctx, &ops, inner, &dev), AG_EINVAL);
     assert_null(dev);
     assert_errmsg(ctx, "device create: the backend's function table is incomplete");
