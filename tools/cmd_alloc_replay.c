@@ -16,7 +16,8 @@ void cmd_alloc_replay_help(FILE *f)
     fputs("usage: aliasguard alloc-replay [options] TRACE\n"
           "\n"
           "Replays TRACE (one operation per line: 'streams N', 'alloc ID SIZE STREAM',\n"
-          "'use ID STREAM', 'free ID STREAM', 'record SRC DST', 'wait DST SRC', 'sync';\n"
+          "'use ID STREAM', 'free ID STREAM', 'record SRC DST', 'wait DST SRC', 'sync',\n"
+          "'pool_begin P STREAM', 'pool_end STREAM', 'pool_release P STREAM';\n"
           "see docs/runtime.md) on the simulated device and prints, per allocator mode,\n"
           "the peak allocated and reserved bytes and the time per operation.\n"
           "\n"
@@ -96,6 +97,8 @@ static void print_result(const char *mode, const ag_alloc_replay_result *r)
     printf("  fallbacks: %llu waited for notices, %llu recorded at a pool miss; %llu looks refused\n",
            (unsigned long long)s->fallbacks_deferred, (unsigned long long)s->fallbacks_recorded,
            (unsigned long long)s->reclaims_refused);
+    if (r->count[AG_TOP_POOL])
+        printf("  graph pools: %llu requests served by a parked block\n", (unsigned long long)s->graph_reuses);
 }
 
 static double per_op(const ag_alloc_replay_result *r)

@@ -159,6 +159,10 @@ typedef struct ag_alloc_stats {
      * went into the graph, and what they carry waited for the next send
      * and wait outside a capture */
     uint64_t captured_kernels;
+    /* graph pools (ag_alloc_pool_create): pools not yet released; bytes of
+     * blocks parked in them (part of allocated); requests served by a
+     * parked block */
+    uint64_t graph_pools, graph_parked, graph_reuses;
 } ag_alloc_stats;
 
 /* Creates an allocator over dev for the streams streams[0..cfg->nstreams-1]
@@ -210,6 +214,43 @@ ag_status ag_alloc_free(ag_memalloc *a, ag_block *blk, uint32_t stream);
  * it with ag_alloc_access there) and must stay allocated until the last
  * launch is enqueued, then be freed on that stream. */
 
+/* Graph pools: memory private to captured work (as PyTorch gives each
+ * CUDA graph a private pool).  A graph's launches replay its work on the
+ * addresses the capture got, so a block the capture allocated and freed
+ * must stay out of other requests' reach until no launch can come.
+ *
+ * ag_alloc_pool_create gives a new pool's ID (1, 2, ...).  Between
+ * ag_alloc_pool_begin(a, stream, pool) and ag_alloc_pool_end(a, stream),
+ * stream's requests come from the pool: the smallest block parked there
+ * that stream allocated, that no other stream used since, and that holds
+ * the size at most twice; else new memory, as any request.  The pool keeps
+ * a use of every block allocated in it: a user's last free parks the block
+ * (still allocated; graph_parked in the statistics) instead of recycling
+ * it, and only requests of the same stream in the same pool get it again.
+ * They follow the stream's order, as every launch of the captured work
+ * does; graphs that share a pool must launch in the order they were
+ * captured, one after the other.  The capture is the caller's
+ * (ag_dev_capture_begin on the stream); a pool serves requests outside a
+ * capture as well.  AG_EINVAL: an unknown or released pool, a stream that
+ * already allocates from a pool (begin) or from none (end).
+ *
+ * ag_alloc_pool_release(a, pool, stream): no graph that allocated from the
+ * pool will be launched again, and the launches so far are enqueued on
+ * stream (or ordered before its current point).  Every other stream that
+ * allocated in the pool is made to wait for stream (ag_alloc_send and
+ * ag_alloc_wait); then the pool drops its use of each block: a parked one
+ * is recycled as if its user had freed it there, a live one becomes an
+ * ordinary block.  The pool is gone.  AG_EINVAL: an unknown pool, one that
+ * a stream still allocates from, or one of these streams capturing.
+ * AG_ENOMEM (host) or AG_EDEVICE from a send or wait: the blocks not yet
+ * given up stay in the pool, and the release may be tried again;
+ * AG_EDEVICE from a block's recycling (as ag_alloc_free): the release
+ * went on, and the pool is gone. */
+ag_status ag_alloc_pool_create(ag_memalloc *a, uint32_t *pool);
+ag_status ag_alloc_pool_begin(ag_memalloc *a, uint32_t stream, uint32_t pool);
+ag_status ag_alloc_pool_end(ag_memalloc *a, uint32_t stream);
+ag_status ag_alloc_pool_release(ag_memalloc *a, uint32_t pool, uint32_t stream);
+
 /* Event kernels: records an event on src for dst, carrying src's recycle
  * notices and the borrowed blocks born on dst (multi mode).  From a
  * capturing src the record goes into the graph and carries nothing (the
@@ -250,7 +291,14 @@ const char *ag_alloc_mode_name(ag_alloc_mode m); /* "multi", "baseline" */
  *   free ID STREAM        STREAM drops its use of ID
  *   record SRC DST        event kernel on SRC for DST
  *   wait DST SRC          DST waits for SRC's last record for DST
- *   sync                  last sync stage, then resource clean */
+ *   sync                  last sync stage, then resource clean
+ *   pool_begin P STREAM   STREAM's allocations come from graph pool P (a
+ *                         word; a new pool at its first begin, or after its
+ *                         release) until
+ *   pool_end STREAM
+ *   pool_release P STREAM graph pool P is released on STREAM (no stream
+ *                         allocates from it); every pool begun must be
+ *                         ended and released by the end of the trace */
 typedef struct ag_alloc_trace ag_alloc_trace;
 
 /* Parses text (len bytes); errors name the file (name) and line. */
@@ -263,7 +311,7 @@ uint64_t ag_alloc_trace_ops(const ag_alloc_trace *t);
 /* Operation kinds, for the timing table of a replay. */
 #define AG_TRACE_OP_LIST(X) \
     X(AG_TOP_ALLOC, "alloc") X(AG_TOP_USE, "use") X(AG_TOP_FREE, "free") X(AG_TOP_RECORD, "record") \
-    X(AG_TOP_WAIT, "wait") X(AG_TOP_SYNC, "sync")
+    X(AG_TOP_WAIT, "wait") X(AG_TOP_SYNC, "sync") X(AG_TOP_POOL, "pool")
 typedef enum ag_trace_op {
 #define AG_TRACE_OP_ENUM_(e, name) e,
     AG_TRACE_OP_LIST(AG_TRACE_OP_ENUM_)

@@ -155,6 +155,7 @@ void ag_alloc_destroy(ag_memalloc *a)
         ag_dev_event_destroy(a->dev, a->spare_ev[k]);
     ag_free(ctx, a->spare_ev, a->capspare_ev * sizeof *a->spare_ev);
     ag_free(ctx, a->lazy, a->caplazy * sizeof *a->lazy);
+    ag_gpool_destroy_all(a);
     size_t bb = ag_block_bytes(a->n, a->w);
     for (ag_block *b = a->all; b;) {
         ag_block *nx = b->all_next;
@@ -243,7 +244,7 @@ ag_status ag_alloc_fail(ag_memalloc *a, ag_status st, uint32_t stream, uint64_t 
 
 /* ---- entries ---- */
 
-static ag_status check_stream(ag_memalloc *a, const char *what, uint32_t stream)
+ag_status ag_alloc_check_stream(ag_memalloc *a, const char *what, uint32_t stream)
 {
     if (stream >= a->n)
         return AG_ERR(a->ctx, AG_EINVAL, "%s: stream %u out of range (the allocator has %u streams)", what, stream,
@@ -265,7 +266,7 @@ ag_status ag_alloc_malloc(ag_memalloc *a, uint32_t stream, uint64_t size, ag_blo
     if (!a)
         return AG_EINVAL;
     ag_alloc_lock(a);
-    ag_status st = out ? check_stream(a, "malloc", stream) : AG_ERR(a->ctx, AG_EINVAL, "malloc: out is NULL");
+    ag_status st = out ? ag_alloc_check_stream(a, "malloc", stream) : AG_ERR(a->ctx, AG_EINVAL, "malloc: out is NULL");
     if (st == AG_OK && size == 0)
         st = AG_ERR(a->ctx, AG_EINVAL, "malloc on stream %u: size 0", stream);
     if (st == AG_OK && size > (UINT64_MAX >> 2)) {
@@ -273,7 +274,9 @@ ag_status ag_alloc_malloc(ag_memalloc *a, uint32_t stream, uint64_t size, ag_blo
         st = AG_ERR(a->ctx, AG_ENOMEM, "malloc on stream %u: %llu bytes is beyond any device", stream,
                     (unsigned long long)size);
     }
-    if (st == AG_OK) {
+    if (st == AG_OK && a->routed && a->st[stream].gpool) {
+        st = ag_gpool_malloc(a, stream, size, out);
+    } else if (st == AG_OK) {
         a->devmsg[0] = '\0';
         st = a->cfg.mode == AG_ALLOC_MULTI ? ag_multi_malloc(a, stream, size, out)
                                            : ag_base_malloc(a, stream, size, out);
@@ -287,30 +290,39 @@ ag_status ag_alloc_malloc(ag_memalloc *a, uint32_t stream, uint64_t size, ag_blo
 /* A block use on a stream: both must be valid. */
 static ag_status check_use(ag_memalloc *a, const char *what, const ag_block *blk, uint32_t stream)
 {
-    AG_TRY(check_stream(a, what, stream));
+    AG_TRY(ag_alloc_check_stream(a, what, stream));
     return check_block(a, what, blk);
 }
 
 static ag_status access_locked(ag_memalloc *a, ag_block *blk, uint32_t dst)
 {
     AG_TRY(check_use(a, "access", blk, dst));
+    if (blk->gref)
+        return ag_gpool_access(a, blk, dst);
     return a->cfg.mode == AG_ALLOC_MULTI ? ag_multi_access(a, blk, dst) : ag_base_access(a, blk, dst);
+}
+
+ag_status ag_alloc_not_user(ag_memalloc *a, const ag_block *b, uint32_t stream)
+{
+    return AG_ERR(a->ctx, AG_EINVAL, "free on stream %u: the stream does not use the block (allocated on %u)", stream,
+                  b->astream);
 }
 
 static ag_status free_locked(ag_memalloc *a, ag_block *blk, uint32_t stream)
 {
     AG_TRY(check_use(a, "free", blk, stream));
+    if (blk->gref)
+        return ag_gpool_free(a, blk, stream);
     if (blk->occ[stream] == 0)
-        return AG_ERR(a->ctx, AG_EINVAL, "free on stream %u: the stream does not use the block (allocated on %u)",
-                      stream, blk->astream);
+        return ag_alloc_not_user(a, blk, stream);
     return a->cfg.mode == AG_ALLOC_MULTI ? ag_multi_free(a, blk, stream) : ag_base_free(a, blk, stream);
 }
 
 /* An ordering stage between two distinct streams. */
 static ag_status check_pair(ag_memalloc *a, const char *what, uint32_t s1, uint32_t s2, const char *self)
 {
-    AG_TRY(check_stream(a, what, s1));
-    AG_TRY(check_stream(a, what, s2));
+    AG_TRY(ag_alloc_check_stream(a, what, s1));
+    AG_TRY(ag_alloc_check_stream(a, what, s2));
     if (s1 == s2)
         return AG_ERR(a->ctx, AG_EINVAL, "%s: stream %u %s", what, s1, self);
     return AG_OK;
@@ -327,17 +339,6 @@ static ag_status wait_locked(ag_memalloc *a, uint32_t dst, uint32_t src)
     AG_TRY(check_pair(a, "wait", dst, src, "on itself"));
     return ag_multi_wait(a, dst, src);
 }
-
-/* The body of an entry after malloc: the lock around its locked form. */
-#define AG_ALLOC_ENTRY(a, call)                                                                                \
-    do {                                                                                                       \
-        if (!(a))                                                                                              \
-            return AG_EINVAL;                                                                                  \
-        ag_alloc_lock(a);                                                                                      \
-        ag_status st_ = (call);                                                                                \
-        ag_alloc_unlock(a);                                                                                    \
-        return st_;                                                                                            \
-    } while (0)
 
 ag_status ag_alloc_access(ag_memalloc *a, ag_block *blk, uint32_t dst)
 {

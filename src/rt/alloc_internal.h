@@ -276,6 +276,9 @@ struct ag_block {
      * (rowcap uint16_t); kept while the object is pooled */
     uint64_t *rows;
     uint32_t rowcap;
+    /* Graph pools (alloc_graph.c): the block's entry in the allocator's
+     * table of pool blocks (0: none; 0 in every pooled object) */
+    uint32_t gref;
 };
 
 /* Bytes of a block object: the MIF (dense: nstreams rows and the scratch
@@ -419,6 +422,7 @@ typedef struct ag_astream {
     ag_alloc_stream_stats st;
     ag_borrow borrow;
     ag_heap pool[2]; /* L2: small and large regions */
+    struct ag_gpool *gpool; /* the graph pool this stream's requests come from now (NULL: none) */
 } ag_astream;
 
 struct ag_memalloc {
@@ -427,6 +431,7 @@ struct ag_memalloc {
     ag_alloc_config cfg;
     atomic_uint lock; /* 0 free, 1 held (ag_alloc_lock) */
     uint32_t n, w;
+    uint32_t routed; /* streams whose requests come from a graph pool now */
     ag_dev_stream **streams;
     ag_heap l1;
     ag_wholeset pool_whole; /* wholly free regions of every pool (multi mode) */
@@ -465,6 +470,10 @@ struct ag_memalloc {
      * synchronise a user stream; the clean, after its device synchronise,
      * sends them home */
     uint32_t base_orphans;
+    struct ag_gpool *gpools; /* the graph pools not yet released */
+    uint32_t gpool_id;       /* the last pool ID given */
+    struct ag_gref *gref;    /* pool blocks' entries, from 1 */
+    uint32_t ngref, capgref, gref_free;
     ag_hb_mark_fn hb_mark;
     ag_hb_join_fn hb_join;
     void *hb_ud;
@@ -700,6 +709,41 @@ void ag_dev_note(ag_memalloc *a);
 /* Whether some region of h is wholly free. */
 bool ag_heap_has_free_region(const ag_heap *h);
 
+/* alloc_graph.c: graph pools.  A pool block's entry (ag_block.gref
+ * indexes a->gref; lists link entries by index, 0 ending them): the pool
+ * keeps one use of its own of the block on stream, the stream that
+ * allocated it; parked: no user holds it, and if shared is false (no
+ * other stream used it since) it waits in the pool's lists of stream for
+ * that stream's next requests in the pool.  AG_GBINS size classes
+ * (floor(log2(size))). */
+#define AG_GBINS 64u
+typedef struct ag_gref {
+    struct ag_gpool *pool; /* NULL: a free entry (next links the free ones) */
+    ag_block *blk;
+    uint32_t stream;
+    bool parked, shared;
+    uint32_t prev, next;   /* the pool's blocks */
+    uint32_t bprev, bnext; /* its parked blocks of one stream and class */
+} ag_gref;
+typedef struct ag_gpool {
+    uint32_t id;
+    uint32_t routed;       /* streams whose requests come from it now */
+    struct ag_gpool *next; /* the allocator's pools */
+    uint32_t blocks;       /* every block it holds, live or parked */
+    uint32_t **bins;       /* per stream (made at its first park): AG_GBINS lists */
+    uint64_t parked;       /* bytes of its parked blocks */
+} ag_gpool;
+/* A request of a stream routed to a pool: a parked block of the pool, made
+ * live, else a new one that the pool adopts. */
+ag_status ag_gpool_malloc(ag_memalloc *a, uint32_t stream, uint64_t size, ag_block **out);
+/* A user's use of a pool block on dst (AG_EINVAL: parked). */
+ag_status ag_gpool_access(ag_memalloc *a, ag_block *b, uint32_t dst);
+/* A user's free of a pool block: the last one parks it. */
+ag_status ag_gpool_free(ag_memalloc *a, ag_block *b, uint32_t stream);
+/* Frees every pool, its lists and the table (ag_alloc_destroy; the blocks
+ * go with the allocator's). */
+void ag_gpool_destroy_all(ag_memalloc *a);
+
 /* alloc_multi.c */
 ag_status ag_multi_malloc(ag_memalloc *a, uint32_t stream, uint64_t size, ag_block **out);
 ag_status ag_multi_access(ag_memalloc *a, ag_block *b, uint32_t dst);
@@ -818,6 +862,20 @@ ag_status ag_base_clean(ag_memalloc *a);
 static inline void ag_stat_alloc(ag_memalloc *a, const ag_block *b);
 static inline void ag_stat_unused(ag_memalloc *a, const ag_block *b, bool pending);
 void ag_stat_unpend(ag_memalloc *a, const ag_block *b);
+/* AG_EINVAL naming what when stream is not one of the allocator's. */
+ag_status ag_alloc_check_stream(ag_memalloc *a, const char *what, uint32_t stream);
+/* AG_EINVAL: a free on a stream that does not use b. */
+ag_status ag_alloc_not_user(ag_memalloc *a, const ag_block *b, uint32_t stream);
+/* The body of a public entry: the lock around its locked form. */
+#define AG_ALLOC_ENTRY(a, call)                                                                                \
+    do {                                                                                                       \
+        if (!(a))                                                                                              \
+            return AG_EINVAL;                                                                                  \
+        ag_alloc_lock(a);                                                                                      \
+        ag_status st_ = (call);                                                                                \
+        ag_alloc_unlock(a);                                                                                    \
+        return st_;                                                                                            \
+    } while (0)
 /* Raises the error of a failed device-memory request on stream. */
 ag_status ag_alloc_fail(ag_memalloc *a, ag_status st, uint32_t stream, uint64_t size);
 

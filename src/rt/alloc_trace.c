@@ -11,9 +11,12 @@
 
 #include "rt/alloc_internal.h"
 
+enum { POOL_BEGIN = 0, POOL_END, POOL_RELEASE };
+
 typedef struct trace_op {
     uint8_t kind;
-    uint32_t id; /* alloc/use/free: index of the ID */
+    uint8_t sub; /* AG_TOP_POOL: POOL_BEGIN, POOL_END or POOL_RELEASE */
+    uint32_t id; /* alloc/use/free: index of the ID; pool: of the pool's name */
     uint32_t s1, s2;
     uint64_t line; /* in the trace's text, for the replay's errors */
     uint64_t size;
@@ -24,6 +27,7 @@ struct ag_alloc_trace {
     ag_arena arena; /* ID strings and the trace's name */
     ag_vec ops;     /* trace_op */
     ag_vec ids;     /* const char *: each ID's text, by index */
+    ag_vec pools;   /* const char *: each graph pool's name, by index */
     const char *name;
     uint32_t nids, nstreams;
 };
@@ -45,6 +49,7 @@ void ag_alloc_trace_destroy(ag_alloc_trace *t)
         return;
     ag_vec_free(t->ctx, &t->ops, sizeof(trace_op));
     ag_vec_free(t->ctx, &t->ids, sizeof(const char *));
+    ag_vec_free(t->ctx, &t->pools, sizeof(const char *));
     ag_arena_reset(&t->arena);
     ag_free(t->ctx, t, sizeof *t);
 }
@@ -98,9 +103,22 @@ static bool parse_u64(const char *s, size_t len, uint64_t *out)
     return true;
 }
 
+/* A graph pool while the trace is read: the streams allocating from it,
+ * and the line of its begin still open (for errors); released: not begun
+ * since its release (or never). */
+typedef struct pool_state {
+    uint32_t routed;
+    bool live;
+    uint64_t line;
+} pool_state;
+
 typedef struct parser {
     ag_alloc_trace *t;
     ag_strmap ids;
+    ag_strmap pool_ids;
+    ag_vec pool_st; /* pool_state, by pool index */
+    uint32_t *in_pool; /* per stream (AG_ALLOC_MAX_STREAMS, made at the first pool_begin): pool index + 1, or 0 */
+    uint64_t *in_line; /* ... the line of that begin */
     const char *name;
     uint64_t line;
     bool have_streams;
@@ -176,6 +194,98 @@ static ag_status get_id(parser *ps, const char **p, const char *end, bool create
     return AG_OK;
 }
 
+static const char *pool_name(const ag_alloc_trace *t, uint32_t k)
+{
+    return ((const char *const *)t->pools.data)[k];
+}
+
+/* A graph pool's name: its index, a new one at its first mention. */
+static ag_status get_pool(parser *ps, const char **p, const char *end, uint32_t *out)
+{
+    size_t len = 0;
+    const char *w = word(p, end, &len);
+    if (!w)
+        return perr(ps, "expected a graph pool's name");
+    char *key = ag_arena_strndup(&ps->t->arena, w, len);
+    if (!key)
+        return AG_OOM(ps->t->ctx);
+    if (ag_strmap_get(&ps->pool_ids, key, out))
+        return AG_OK;
+    pool_state z = {0};
+    uint32_t k = (uint32_t)ps->t->pools.len;
+    if (ag_strmap_put(ps->t->ctx, &ps->pool_ids, key, k) != AG_OK ||
+        ag_vec_push(ps->t->ctx, &ps->t->pools, sizeof key, &key) != AG_OK ||
+        ag_vec_push(ps->t->ctx, &ps->pool_st, sizeof z, &z) != AG_OK)
+        return AG_OOM(ps->t->ctx);
+    *out = k;
+    return AG_OK;
+}
+
+/* pool_begin P S, pool_end S, pool_release P S: each stream in at most
+ * one pool at a time, a pool released only when no stream is in it. */
+static ag_status parse_pool(parser *ps, trace_op *op, const char **p, const char *end)
+{
+    if (!ps->in_pool) {
+        ps->in_pool = ag_calloc(ps->t->ctx, AG_ALLOC_MAX_STREAMS, sizeof *ps->in_pool);
+        ps->in_line = ag_calloc(ps->t->ctx, AG_ALLOC_MAX_STREAMS, sizeof *ps->in_line);
+        if (!ps->in_pool || !ps->in_line)
+            return AG_OOM(ps->t->ctx);
+    }
+    ag_ctx *ctx = ps->t->ctx;
+    unsigned long long line = (unsigned long long)ps->line;
+    if (op->sub != POOL_END)
+        AG_TRY(get_pool(ps, p, end, &op->id));
+    AG_TRY(get_stream(ps, p, end, &op->s1));
+    uint32_t *in = &ps->in_pool[op->s1];
+    if (op->sub == POOL_END) {
+        if (!*in)
+            return AG_ERR(ctx, AG_EPARSE, "%s:%llu: stream %u allocates from no graph pool", ps->name, line, op->s1);
+        op->id = *in - 1u;
+        AG_VEC_AT(ps->pool_st, pool_state, op->id).routed--;
+        *in = 0;
+        return AG_OK;
+    }
+    pool_state *g = &AG_VEC_AT(ps->pool_st, pool_state, op->id);
+    if (op->sub == POOL_BEGIN) {
+        if (*in)
+            return AG_ERR(ctx, AG_EPARSE, "%s:%llu: stream %u already allocates from graph pool '%s' (line %llu)",
+                          ps->name, line, op->s1, id_show(pool_name(ps->t, *in - 1u)).s,
+                          (unsigned long long)ps->in_line[op->s1]);
+        if (!g->live)
+            g->line = ps->line;
+        g->live = true;
+        g->routed++;
+        *in = op->id + 1u;
+        ps->in_line[op->s1] = ps->line;
+        return AG_OK;
+    }
+    if (!g->live)
+        return AG_ERR(ctx, AG_EPARSE, "%s:%llu: graph pool '%s' was never begun, or is released", ps->name, line,
+                      id_show(pool_name(ps->t, op->id)).s);
+    if (g->routed)
+        return AG_ERR(ctx, AG_EPARSE, "%s:%llu: graph pool '%s': %u stream(s) still allocate from it (pool_end first)",
+                      ps->name, line, id_show(pool_name(ps->t, op->id)).s, g->routed);
+    g->live = false;
+    return AG_OK;
+}
+
+/* At the end: every pool ended and released. */
+static ag_status pools_closed(parser *ps)
+{
+    for (uint32_t s = 0; ps->in_pool && s < AG_ALLOC_MAX_STREAMS; s++)
+        if (ps->in_pool[s])
+            return AG_ERR(ps->t->ctx, AG_EPARSE, "%s:%llu: stream %u allocates from graph pool '%s' at the end of "
+                          "the trace (pool_end missing)", ps->name, (unsigned long long)ps->in_line[s], s,
+                          id_show(pool_name(ps->t, ps->in_pool[s] - 1u)).s);
+    for (uint32_t k = 0; k < ps->pool_st.len; k++) {
+        const pool_state *g = &AG_VEC_AT(ps->pool_st, pool_state, k);
+        if (g->live)
+            return AG_ERR(ps->t->ctx, AG_EPARSE, "%s:%llu: graph pool '%s' is never released (pool_release missing)",
+                          ps->name, (unsigned long long)g->line, id_show(pool_name(ps->t, k)).s);
+    }
+    return AG_OK;
+}
+
 static ag_status parse_line(parser *ps, const char *p, const char *end)
 {
     size_t len = 0;
@@ -213,9 +323,14 @@ static ag_status parse_line(parser *ps, const char *p, const char *end)
             return perr(ps, "a stream cannot record for or wait on itself");
     } else if (IS("sync")) {
         op.kind = AG_TOP_SYNC;
+    } else if (IS("pool_begin") || IS("pool_end") || IS("pool_release")) {
+        op.kind = AG_TOP_POOL;
+        op.sub = IS("pool_begin") ? POOL_BEGIN : IS("pool_end") ? POOL_END : POOL_RELEASE;
+        AG_TRY(parse_pool(ps, &op, &p, end));
     } else {
         return AG_ERR(ps->t->ctx, AG_EPARSE,
-                      "%s:%llu: unknown operation '%s' (expected streams, alloc, use, free, record, wait, sync)",
+                      "%s:%llu: unknown operation '%s' (expected streams, alloc, use, free, record, wait, sync, "
+                      "pool_begin, pool_end, pool_release)",
                       ps->name, (unsigned long long)ps->line, word_show(w, len).s);
     }
 #undef IS
@@ -243,6 +358,7 @@ ag_status ag_alloc_trace_parse(ag_ctx *ctx, const char *name, const char *text, 
     }
     parser ps = {.t = t, .name = t->name};
     ag_strmap_init(&ps.ids);
+    ag_strmap_init(&ps.pool_ids);
     ag_status st = AG_OK;
     const char *p = text, *end = text + len;
     while (p < end && st == AG_OK) {
@@ -256,9 +372,15 @@ ag_status ag_alloc_trace_parse(ag_ctx *ctx, const char *name, const char *text, 
             st = parse_line(&ps, p, le);
         p = nl ? nl + 1 : end;
     }
+    if (st == AG_OK)
+        st = pools_closed(&ps);
     if (st == AG_OK && t->nstreams == 0)
         t->nstreams = 1;
     ag_strmap_free(ctx, &ps.ids);
+    ag_strmap_free(ctx, &ps.pool_ids);
+    ag_vec_free(ctx, &ps.pool_st, sizeof(pool_state));
+    ag_free(ctx, ps.in_pool, AG_ALLOC_MAX_STREAMS * sizeof *ps.in_pool);
+    ag_free(ctx, ps.in_line, AG_ALLOC_MAX_STREAMS * sizeof *ps.in_line);
     if (st != AG_OK) {
         ag_alloc_trace_destroy(t);
         return st;
@@ -297,6 +419,7 @@ typedef struct replay {
     bool check;
     ag_dev_stream **streams;
     ag_block **blk;      /* per ID: live block or NULL */
+    uint32_t *pool;      /* per graph pool of the trace: the allocator's ID, 0 when released */
     uint32_t *users;     /* per ID: streams' uses not yet freed */
     uint32_t live;       /* IDs live now */
     uint64_t *pos;       /* per stream: operations so far */
@@ -733,6 +856,19 @@ static ag_status run_op(replay *r, const trace_op *op)
         if (r->check)
             know_all(r);
         return AG_OK;
+    case AG_TOP_POOL: {
+        uint32_t *id = &r->pool[op->id];
+        if (op->sub == POOL_BEGIN) {
+            if (!*id)
+                AG_TRY(ag_alloc_pool_create(r->a, id));
+            return ag_alloc_pool_begin(r->a, op->s1, *id);
+        }
+        if (op->sub == POOL_END)
+            return ag_alloc_pool_end(r->a, op->s1);
+        AG_TRY(ag_alloc_pool_release(r->a, *id, op->s1));
+        *id = 0;
+        return AG_OK;
+    }
     }
     return AG_ERR(ctx, AG_EINTERNAL, "unknown operation kind %u", op->kind);
 }
@@ -751,6 +887,7 @@ static void replay_free(replay *r, ag_device *tdev, ag_dev_stream **streams)
     ag_device_destroy(tdev);
     ret_free_all(r, r->ret);
     ag_free(ctx, r->blk, (size_t)r->t->nids * sizeof *r->blk);
+    ag_free(ctx, r->pool, r->t->pools.len * sizeof *r->pool);
     ag_free(ctx, r->users, (size_t)r->t->nids * sizeof *r->users);
     ag_free(ctx, r->pos, n * sizeof *r->pos);
     ag_free(ctx, r->clock, n * n * sizeof *r->clock);
@@ -809,6 +946,8 @@ ag_status ag_alloc_replay(ag_ctx *ctx, ag_device *dev, const ag_alloc_trace *t, 
         if (!r.blk || !r.users)
             st = AG_OOM(ctx);
     }
+    if (t->pools.len && !(r.pool = ag_calloc(ctx, t->pools.len, sizeof *r.pool)))
+        st = AG_OOM(ctx);
     if (o.check) {
         r.pos = ag_calloc(ctx, n, sizeof *r.pos);
         r.clock = ag_calloc(ctx, n * n, sizeof *r.clock);
@@ -954,6 +1093,8 @@ static ag_status order_step(ag_ctx *ctx, const ag_alloc_trace *t, order_pass *o,
         for (size_t s = 0; s < n; s++)
             memcpy(o->clock + s * n, o->pos, n * sizeof *o->pos);
         return AG_OK;
+    case AG_TOP_POOL:
+        return AG_OK; /* (a release's waits are the allocator's, not the trace's) */
     }
     return AG_ERR(ctx, AG_EINTERNAL, "unknown operation kind %u", op->kind);
 }

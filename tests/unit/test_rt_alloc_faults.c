@@ -119,20 +119,8 @@ static void test_host_oom_after_refusal(void **state)
 
 static ag_status sweep_body(ag_ctx *ctx, void *ud)
 {
-    ag_alloc_mode mode = *(ag_alloc_mode *)ud;
-    ag_alloc_trace *t = NULL;
-    AG_TRY(ag_alloc_trace_parse(ctx, "t", trace_text, strlen(trace_text), &t));
-    ag_device *dev = NULL;
-    ag_status st = ag_device_sim_create(ctx, NULL, &dev);
-    if (st == AG_OK) {
-        ag_alloc_replay_result r;
-        st = replay_in(ctx, dev, t, mode, 3, &r);
-        if (st == AG_OK && r.violations)
-            st = AG_EINTERNAL;
-    }
-    ag_device_destroy(dev);
-    ag_alloc_trace_destroy(t);
-    return st;
+    ag_alloc_replay_result r;
+    return replay_text(ctx, trace_text, *(ag_alloc_mode *)ud, 3, &r);
 }
 
 static void test_oom_sweep(void **state)
@@ -208,49 +196,6 @@ static void test_device_fault_sweep(void **state)
             }
         }
     }
-}
-
-/* One replay of text (checked, runs executions in a row) in mode on a
- * simulated device of hbm bytes (0: the default) whose entries all fail
- * from the n-th call on, returning an error or poisoning the device
- * (pmode): it ends in AG_OK with no unordered reuse, or in a clean error
- * with its message, and leaves nothing on the device.  Returns how many
- * calls failed (0: the replay made fewer than n); a replay that ran
- * through adds its regions gathered and fallbacks to *ran. */
-static uint64_t trace_fault_at(const char *text, ag_alloc_mode mode, uint64_t hbm, uint32_t ticks, uint32_t runs,
-                               int pmode, uint64_t n, ag_alloc_stats *ran)
-{
-    ag_ctx *ctx = agtest_ctx();
-    ag_device_sim_config dc = ag_device_sim_defaults();
-    if (hbm)
-        dc.capacity[AG_MEM_HBM] = hbm;
-    ag_device *sim = NULL, *dev = NULL;
-    assert_int_equal(ag_device_sim_create(ctx, &dc, &sim), AG_OK);
-    ag_dev_fault fl;
-    ag_dev_fault_init(&fl, AG_DEV_ENTRY_ALL, n, 0, pmode ? AG_FAULT_POISON : AG_FAULT_RETURN);
-    assert_int_equal(ag_device_fault_wrap(ctx, sim, &fl, &dev), AG_OK);
-    ag_alloc_trace *t = NULL;
-    assert_int_equal(ag_alloc_trace_parse(ctx, "t", text, strlen(text), &t), AG_OK);
-    ag_alloc_config c;
-    ag_alloc_config_default(&c);
-    c.mode = mode;
-    ag_alloc_replay_opts o = {.size = sizeof o, .check = true, .kernel_ticks = ticks, .runs = runs};
-    ag_alloc_replay_result r = {.size = sizeof r};
-    ag_status st = ag_alloc_replay(ctx, dev, t, &c, &o, &r);
-    if (st != AG_OK) {
-        assert_true(st == AG_ENOMEM || st == AG_EDEVICE);
-        assert_true(ag_ctx_errmsg(ctx)[0] != '\0');
-    } else {
-        assert_int_equal(r.violations, 0);
-        ran->regions_gathered += r.stats.regions_gathered;
-        ran->fallbacks_deferred += r.stats.fallbacks_deferred;
-        ran->fallbacks_recorded += r.stats.fallbacks_recorded;
-    }
-    uint64_t nfail = fl.nfail;
-    ag_alloc_trace_destroy(t);
-    ag_device_destroy(dev);
-    close_empty(ctx, sim);
-    return nfail;
 }
 
 /* The out-of-memory traces in both modes under a device failing at every

@@ -151,3 +151,57 @@ const char reclaim_text[] = "streams 2\nalloc a 2097152 0\nrecord 0 1\nwait 1 0\
 
 const char lend_text[] = "streams 2\nalloc c 4194304 0\nfree c 0\nalloc d 2097152 0\nalloc e 2097152 1\n"
                          "free e 1\nrecord 1 0\nwait 0 1\nfree d 0\nsync\n";
+
+/* See alloc_fix.h. */
+uint64_t trace_fault_at(const char *text, ag_alloc_mode mode, uint64_t hbm, uint32_t ticks, uint32_t runs,
+                               int pmode, uint64_t n, ag_alloc_stats *ran)
+{
+    ag_ctx *ctx = agtest_ctx();
+    ag_device_sim_config dc = ag_device_sim_defaults();
+    if (hbm)
+        dc.capacity[AG_MEM_HBM] = hbm;
+    ag_device *sim = NULL, *dev = NULL;
+    assert_int_equal(ag_device_sim_create(ctx, &dc, &sim), AG_OK);
+    ag_dev_fault fl;
+    ag_dev_fault_init(&fl, AG_DEV_ENTRY_ALL, n, 0, pmode ? AG_FAULT_POISON : AG_FAULT_RETURN);
+    assert_int_equal(ag_device_fault_wrap(ctx, sim, &fl, &dev), AG_OK);
+    ag_alloc_trace *t = NULL;
+    assert_int_equal(ag_alloc_trace_parse(ctx, "t", text, strlen(text), &t), AG_OK);
+    ag_alloc_config c;
+    ag_alloc_config_default(&c);
+    c.mode = mode;
+    ag_alloc_replay_opts o = {.size = sizeof o, .check = true, .kernel_ticks = ticks, .runs = runs};
+    ag_alloc_replay_result r = {.size = sizeof r};
+    ag_status st = ag_alloc_replay(ctx, dev, t, &c, &o, &r);
+    if (st != AG_OK) {
+        assert_true(st == AG_ENOMEM || st == AG_EDEVICE);
+        assert_true(ag_ctx_errmsg(ctx)[0] != '\0');
+    } else {
+        assert_int_equal(r.violations, 0);
+        ran->regions_gathered += r.stats.regions_gathered;
+        ran->fallbacks_deferred += r.stats.fallbacks_deferred;
+        ran->fallbacks_recorded += r.stats.fallbacks_recorded;
+        ran->graph_reuses += r.stats.graph_reuses;
+    }
+    uint64_t nfail = fl.nfail;
+    ag_alloc_trace_destroy(t);
+    ag_device_destroy(dev);
+    close_empty(ctx, sim);
+    return nfail;
+}
+
+ag_status replay_text(ag_ctx *ctx, const char *text, ag_alloc_mode mode, uint32_t ticks, ag_alloc_replay_result *r)
+{
+    ag_alloc_trace *t = NULL;
+    AG_TRY(ag_alloc_trace_parse(ctx, "t", text, strlen(text), &t));
+    ag_device *dev = NULL;
+    ag_status st = ag_device_sim_create(ctx, NULL, &dev);
+    if (st == AG_OK) {
+        st = replay_in(ctx, dev, t, mode, ticks, r);
+        if (st == AG_OK && r->violations)
+            st = AG_EINTERNAL;
+    }
+    ag_device_destroy(dev);
+    ag_alloc_trace_destroy(t);
+    return st;
+}

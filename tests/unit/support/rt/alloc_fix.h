@@ -53,6 +53,20 @@ void close_empty(ag_ctx *ctx, ag_device *dev);
 ag_status replay_in(ag_ctx *ctx, ag_device *dev, const ag_alloc_trace *t, ag_alloc_mode mode, uint32_t ticks,
                     ag_alloc_replay_result *r);
 
+/* text (named "t") replayed as replay_in does on a simulated device of
+ * its own: an unordered reuse is AG_EINTERNAL.  For host OOM sweeps. */
+ag_status replay_text(ag_ctx *ctx, const char *text, ag_alloc_mode mode, uint32_t ticks, ag_alloc_replay_result *r);
+/* One replay of text (checked, runs executions in a row) in mode on a
+ * simulated device of hbm bytes (0: the default) whose entries all fail
+ * from the n-th call on, returning an error or poisoning the device
+ * (pmode): it ends in AG_OK with no unordered reuse, or in a clean error
+ * with its message, and leaves nothing on the device.  Returns how many
+ * calls failed (0: the replay made fewer than n); a replay that ran
+ * through adds its regions gathered, fallbacks and graph-pool reuses to
+ * *ran. */
+uint64_t trace_fault_at(const char *text, ag_alloc_mode mode, uint64_t hbm, uint32_t ticks, uint32_t runs,
+                        int pmode, uint64_t n, ag_alloc_stats *ran);
+
 /* Two streams, one cross-stream tensor: 13 operations. */
 extern const char trace_text[];
 /* Out of memory on a busy 4 MiB device (as tests/lit/rt/Inputs): reclaim,
