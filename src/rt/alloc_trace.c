@@ -171,15 +171,22 @@ static ag_status get_stream(parser *ps, const char **p, const char *end, uint32_
     return AG_OK;
 }
 
-static ag_status get_id(parser *ps, const char **p, const char *end, bool create, uint32_t *out)
+/* The next word, copied into the trace's arena; none: AG_EPARSE with
+ * missing as the reason. */
+static ag_status get_word(parser *ps, const char **p, const char *end, const char *missing, char **key)
 {
     size_t len = 0;
     const char *w = word(p, end, &len);
     if (!w)
-        return perr(ps, "expected a block ID");
-    char *key = ag_arena_strndup(&ps->t->arena, w, len);
-    if (!key)
-        return AG_OOM(ps->t->ctx);
+        return perr(ps, missing);
+    *key = ag_arena_strndup(&ps->t->arena, w, len);
+    return *key ? AG_OK : AG_OOM(ps->t->ctx);
+}
+
+static ag_status get_id(parser *ps, const char **p, const char *end, bool create, uint32_t *out)
+{
+    char *key;
+    AG_TRY(get_word(ps, p, end, "expected a block ID", &key));
     uint32_t v;
     if (ag_strmap_get(&ps->ids, key, &v)) {
         *out = v;
@@ -202,13 +209,8 @@ static const char *pool_name(const ag_alloc_trace *t, uint32_t k)
 /* A graph pool's name: its index, a new one at its first mention. */
 static ag_status get_pool(parser *ps, const char **p, const char *end, uint32_t *out)
 {
-    size_t len = 0;
-    const char *w = word(p, end, &len);
-    if (!w)
-        return perr(ps, "expected a graph pool's name");
-    char *key = ag_arena_strndup(&ps->t->arena, w, len);
-    if (!key)
-        return AG_OOM(ps->t->ctx);
+    char *key;
+    AG_TRY(get_word(ps, p, end, "expected a graph pool's name", &key));
     if (ag_strmap_get(&ps->pool_ids, key, out))
         return AG_OK;
     pool_state z = {0};
