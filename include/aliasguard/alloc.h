@@ -240,12 +240,15 @@ ag_status ag_alloc_free(ag_memalloc *a, ag_block *blk, uint32_t stream);
  * allocated in the pool is made to wait for stream (ag_alloc_send and
  * ag_alloc_wait); then the pool drops its use of each block: a parked one
  * is recycled as if its user had freed it there, a live one becomes an
- * ordinary block.  The pool is gone.  AG_EINVAL: an unknown pool, one that
- * a stream still allocates from, or one of these streams capturing.
- * AG_ENOMEM (host) or AG_EDEVICE from a send or wait: the blocks not yet
- * given up stay in the pool, and the release may be tried again;
- * AG_EDEVICE from a block's recycling (as ag_alloc_free): the release
- * went on, and the pool is gone. */
+ * ordinary block.  The pool is gone.  Host memory (AG_MEM_HOST, plain
+ * sharing): a parked block is recycled at once, so the host must have seen
+ * the launches complete, as for ag_alloc_free.  AG_EINVAL: an unknown
+ * pool, one that a stream still allocates from, or stream or a stream
+ * that allocated in the pool capturing.  AG_ENOMEM (host) or AG_EDEVICE
+ * from a send or wait: the blocks not yet given up stay in the pool, and
+ * the release may be tried again; AG_EDEVICE from a block's recycling (as
+ * ag_alloc_free): the release went on (the try that ends it reports it),
+ * and the pool is gone. */
 ag_status ag_alloc_pool_create(ag_memalloc *a, uint32_t *pool);
 ag_status ag_alloc_pool_begin(ag_memalloc *a, uint32_t stream, uint32_t pool);
 ag_status ag_alloc_pool_end(ag_memalloc *a, uint32_t stream);

@@ -131,7 +131,6 @@ static ag_block *take(ag_memalloc *a, ag_gpool *p, uint32_t stream, uint64_t siz
     ag_gref *g = &a->gref[k];
     ag_block *b = g->blk;
     g->parked = false;
-    p->parked -= b->size;
     /* Allocated all along (graph_parked): only the request and the counts
      * change; the user's use joins the pool's on stream. */
     ag_alloc_stats *s = &a->s;
@@ -221,7 +220,6 @@ ag_status ag_gpool_free(ag_memalloc *a, ag_block *b, uint32_t stream)
     a->s.requested -= b->requested;
     b->requested = 0;
     g->parked = true;
-    p->parked += b->size;
     a->s.graph_parked += b->size;
     if (!g->shared) /* (another stream's order is not the pool's: kept until the release) */
         bin_insert(a, p, k);
@@ -363,23 +361,22 @@ static ag_status release_locked(ag_memalloc *a, uint32_t pool, uint32_t stream)
     AG_TRY(release_order(a, p, stream));
     /* The pool's use of each block, dropped on its stream, which now waits
      * for the launches: a parked block's last use, recycled there. */
-    ag_status dev = AG_OK;
     while (p->blocks) {
         uint32_t k = p->blocks;
         ag_gref *g = &a->gref[k];
         ag_block *b = g->blk;
         bool parked = g->parked;
-        uint32_t s = g->stream;
+        uint32_t s = g->stream, users = b->users;
         uint64_t size = b->size;
         uint32_t astream = b->astream;
         b->gref = 0;
         ag_status st = a->cfg.mode == AG_ALLOC_MULTI ? ag_multi_free(a, b, s) : ag_base_free(a, b, s);
-        if (st == AG_ENOMEM) {
+        if (st == AG_ENOMEM && b->state == AG_BLK_LIVE && b->users == users) {
             b->gref = k; /* nothing changed: still the pool's, for a later try */
             return st;
         }
-        if (st != AG_OK)
-            dev = st; /* the use is released all the same */
+        if (st != AG_OK && p->failed == AG_OK)
+            p->failed = st; /* the use is released all the same */
         g = &a->gref[k];
         if (parked && !g->shared)
             bin_remove(a, p, k);
@@ -389,7 +386,6 @@ static ag_status release_locked(ag_memalloc *a, uint32_t pool, uint32_t stream)
             /* its user's free was counted at the park */
             a->s.frees--;
             a->st[astream].st.frees--;
-            p->parked -= size;
             a->s.graph_parked -= size;
         }
     }
@@ -397,9 +393,14 @@ static ag_status release_locked(ag_memalloc *a, uint32_t pool, uint32_t stream)
     while (*link != p)
         link = &(*link)->next;
     *link = p->next;
+    ag_status failed = p->failed;
     pool_free(a, p);
     a->s.graph_pools--;
-    return dev;
+    if (failed != AG_OK && ag_ctx_last_status(a->ctx) != failed)
+        /* (an earlier try's, whose message a later failure replaced) */
+        return AG_ERR(a->ctx, failed, "pool_release: graph pool %u: a block's recycling failed (%s) in an "
+                      "earlier try, its use released all the same", pool, ag_status_str(failed));
+    return failed;
 }
 
 ag_status ag_alloc_pool_create(ag_memalloc *a, uint32_t *pool)

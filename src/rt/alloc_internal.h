@@ -731,7 +731,8 @@ typedef struct ag_gpool {
     struct ag_gpool *next; /* the allocator's pools */
     uint32_t blocks;       /* every block it holds, live or parked */
     uint32_t **bins;       /* per stream (made at its first park): AG_GBINS lists */
-    uint64_t parked;       /* bytes of its parked blocks */
+    ag_status failed;      /* the first failure of a block's recycling in a release (the
+                            * use released all the same), for the try that ends it */
 } ag_gpool;
 /* A request of a stream routed to a pool: a parked block of the pool, made
  * live, else a new one that the pool adopts. */
