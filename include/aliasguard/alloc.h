@@ -200,7 +200,8 @@ ag_status ag_alloc_access(ag_memalloc *a, ag_block *blk, uint32_t dst);
  * host memory (AG_MEM_HOST: plain sharing, no events) at its last free, so
  * the host must have seen every stream's use of it complete before then.
  * AG_ENOMEM (host memory): nothing changed, the free may be retried.
- * AG_EDEVICE: the device failed while the free made or recorded its events;
+ * AG_EDEVICE: the device failed (its own out of host memory included) while
+ * the free made or recorded its events;
  * the use is released all the same (never free it again), and the block waits
  * until the allocator knows the streams are done (a notice, a synchronise,
  * the clean). */

@@ -326,8 +326,12 @@ static inline __attribute__((always_inline)) ag_pend_out pend_record_in(ag_memal
         if (st == AG_OK)
             return AG_PEND_CAPTURING;
         if (*first == AG_OK) {
+            /* past the point of no return of a last free: the device's own
+             * out of memory is its failure, never the free's "nothing
+             * changed" (AG_ENOMEM) */
             ag_dev_note(a);
-            *first = AG_ERR(a->ctx, st, "stream %u: recording the event of a deferred free: %s", u, a->devmsg);
+            *first = AG_ERR(a->ctx, st == AG_ENOMEM ? AG_EDEVICE : st,
+                            "stream %u: recording the event of a deferred free: %s", u, a->devmsg);
         }
         return AG_PEND_FAILED;
     }

@@ -1158,6 +1158,72 @@ static ag_device_ops full_ops(const char *name, ag_status (*stream_query)(void *
     return ops;
 }
 
+/* A record that the device refuses for want of host memory, once armed. */
+static atomic_int record_nomem;
+static ag_status nomem_record_eager(void *impl, ag_dev_event *e, ag_dev_stream *s, bool *recorded)
+{
+    if (atomic_exchange(&record_nomem, 0)) {
+        *recorded = false;
+        return AG_ENOMEM;
+    }
+    return lg_record_eager(impl, e, s, recorded);
+}
+
+/* A device whose event record runs out of host memory at a shared block's
+ * last free, after the use was released: the free says AG_EDEVICE (the
+ * use is gone: a retry is refused), never AG_ENOMEM, which promises that
+ * nothing changed and invites a retry that would free the block again.
+ * Both modes (the multi mode records at once with fallback_min 0). */
+static void test_record_nomem_after_release(void **state)
+{
+    (void)state;
+    for (int mode = 0; mode < 2; mode++) {
+        ag_ctx *ctx = agtest_ctx();
+        ag_device *inner = sim(ctx, 1 << 20, 0, 0), *dev = NULL;
+        ag_device_ops ops = full_ops("nomem", lg_stream_query);
+        ops.event_record_eager = nomem_record_eager;
+        assert_int_equal(ag_device_create(ctx, &ops, inner, &dev), AG_OK);
+        ag_dev_stream *ss[2] = {0};
+        for (int k = 0; k < 2; k++)
+            assert_int_equal(ag_dev_stream_create(dev, &ss[k]), AG_OK);
+        ag_alloc_config c;
+        ag_alloc_config_default(&c);
+        c.nstreams = 2;
+        c.mode = (ag_alloc_mode)mode;
+        c.fallback_min = 0;
+        ag_memalloc *a = NULL;
+        assert_int_equal(ag_alloc_create(ctx, dev, ss, &c, &a), AG_OK);
+        /* the multi mode records only on a busy user; the baseline on
+         * every one, and synchronises one whose record failed instead */
+        gate held;
+        gate_init(&held);
+        if (mode == AG_ALLOC_MULTI)
+            assert_int_equal(ag_dev_launch(dev, ss[1], gate_kernel, &held, "held"), AG_OK);
+        ag_block *b = NULL;
+        assert_int_equal(ag_alloc_malloc(a, 0, 4096, &b), AG_OK);
+        assert_int_equal(ag_alloc_access(a, b, 1), AG_OK);
+        assert_int_equal(ag_alloc_free(a, b, 1), AG_OK);
+        atomic_store(&record_nomem, 1);
+        assert_int_equal(ag_alloc_free(a, b, 0), AG_EDEVICE);
+        assert_int_equal(atomic_load(&record_nomem), 0); /* the record was asked */
+        assert_errmsg(ctx, "recording the event of a deferred free");
+        assert_int_equal(ag_alloc_free(a, b, 0), AG_EINVAL); /* released all the same */
+        gate_open(&held);
+        assert_int_equal(ag_alloc_sync(a, AG_SYNC_CLEAN), AG_OK);
+        ag_alloc_stats st = {.size = sizeof st};
+        ag_alloc_stats_get(a, &st, NULL);
+        assert_int_equal(st.allocated, 0);
+        assert_int_equal(st.pending, 0);
+        ag_alloc_destroy(a);
+        for (int k = 0; k < 2; k++)
+            ag_dev_stream_destroy(dev, ss[k]);
+        ag_device_destroy(dev);
+        ag_device_destroy(inner);
+        ag_ctx_destroy(ctx);
+        gate_fini(&held);
+    }
+}
+
 static void test_legacy_table(void **state)
 {
     (void)state;
@@ -2735,6 +2801,7 @@ int main(void)
         cmocka_unit_test(test_host_memory_direct),
         cmocka_unit_test(test_stream_query),
         cmocka_unit_test(test_legacy_table),
+        cmocka_unit_test(test_record_nomem_after_release),
         cmocka_unit_test(test_legacy_fallback_now),
         cmocka_unit_test(test_capture_between_query_and_record),
         cmocka_unit_test(test_capture_ends_before_question),
