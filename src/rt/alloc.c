@@ -277,11 +277,7 @@ ag_status ag_alloc_malloc(ag_memalloc *a, uint32_t stream, uint64_t size, ag_blo
     if (st == AG_OK && a->routed && a->st[stream].gpool) {
         st = ag_gpool_malloc(a, stream, size, out);
     } else if (st == AG_OK) {
-        a->devmsg[0] = '\0';
-        st = a->cfg.mode == AG_ALLOC_MULTI ? ag_multi_malloc(a, stream, size, out)
-                                           : ag_base_malloc(a, stream, size, out);
-        if (st != AG_OK)
-            st = ag_alloc_fail(a, st, stream, size);
+        st = ag_mode_malloc(a, stream, size, out);
     }
     ag_alloc_unlock(a);
     return st;
@@ -299,7 +295,7 @@ static ag_status access_locked(ag_memalloc *a, ag_block *blk, uint32_t dst)
     AG_TRY(check_use(a, "access", blk, dst));
     if (blk->gref)
         return ag_gpool_access(a, blk, dst);
-    return a->cfg.mode == AG_ALLOC_MULTI ? ag_multi_access(a, blk, dst) : ag_base_access(a, blk, dst);
+    return ag_mode_access(a, blk, dst);
 }
 
 ag_status ag_alloc_not_user(ag_memalloc *a, const ag_block *b, uint32_t stream)
@@ -315,7 +311,7 @@ static ag_status free_locked(ag_memalloc *a, ag_block *blk, uint32_t stream)
         return ag_gpool_free(a, blk, stream);
     if (blk->occ[stream] == 0)
         return ag_alloc_not_user(a, blk, stream);
-    return a->cfg.mode == AG_ALLOC_MULTI ? ag_multi_free(a, blk, stream) : ag_base_free(a, blk, stream);
+    return ag_mode_free(a, blk, stream);
 }
 
 /* An ordering stage between two distinct streams. */

@@ -157,12 +157,10 @@ ag_status ag_gpool_malloc(ag_memalloc *a, uint32_t stream, uint64_t size, ag_blo
     }
     uint32_t k = 0;
     AG_TRY(gref_new(a, &k));
-    a->devmsg[0] = '\0';
-    ag_status st = a->cfg.mode == AG_ALLOC_MULTI ? ag_multi_malloc(a, stream, size, &b)
-                                                 : ag_base_malloc(a, stream, size, &b);
+    ag_status st = ag_mode_malloc(a, stream, size, &b);
     if (st != AG_OK) {
         gref_put(a, k);
-        return ag_alloc_fail(a, st, stream, size);
+        return st;
     }
     ag_gref *g = &a->gref[k];
     g->blk = b;
@@ -182,7 +180,7 @@ ag_status ag_gpool_access(ag_memalloc *a, ag_block *b, uint32_t dst)
     ag_gref *g = gref_of(a, b);
     if (g->parked)
         return AG_ERR(a->ctx, AG_EINVAL, "access: the block is not live");
-    AG_TRY(a->cfg.mode == AG_ALLOC_MULTI ? ag_multi_access(a, b, dst) : ag_base_access(a, b, dst));
+    AG_TRY(ag_mode_access(a, b, dst));
     if (dst != g->stream)
         a->gref[b->gref].shared = true; /* the pool's reuse follows its stream's order alone */
     return AG_OK;
@@ -210,7 +208,7 @@ ag_status ag_gpool_free(ag_memalloc *a, ag_block *b, uint32_t stream)
         if (!p->bins[g->stream])
             return AG_OOM(a->ctx);
     }
-    AG_TRY(a->cfg.mode == AG_ALLOC_MULTI ? ag_multi_free(a, b, stream) : ag_base_free(a, b, stream));
+    AG_TRY(ag_mode_free(a, b, stream));
     if (!last)
         return AG_OK;
     ag_assert(b->users == 1u && b->occ[g->stream] == 1u);
@@ -370,7 +368,7 @@ static ag_status release_locked(ag_memalloc *a, uint32_t pool, uint32_t stream)
         uint64_t size = b->size;
         uint32_t astream = b->astream;
         b->gref = 0;
-        ag_status st = a->cfg.mode == AG_ALLOC_MULTI ? ag_multi_free(a, b, s) : ag_base_free(a, b, s);
+        ag_status st = ag_mode_free(a, b, s);
         if (st == AG_ENOMEM && b->state == AG_BLK_LIVE && b->users == users) {
             b->gref = k; /* nothing changed: still the pool's, for a later try */
             return st;

@@ -879,6 +879,23 @@ ag_status ag_alloc_not_user(ag_memalloc *a, const ag_block *b, uint32_t stream);
     } while (0)
 /* Raises the error of a failed device-memory request on stream. */
 ag_status ag_alloc_fail(ag_memalloc *a, ag_status st, uint32_t stream, uint64_t size);
+/* The mode's own request, use and free (a graph pool's and a plain
+ * entry's alike); the request's device failure raised with its numbers. */
+static inline ag_status ag_mode_malloc(ag_memalloc *a, uint32_t stream, uint64_t size, ag_block **out)
+{
+    a->devmsg[0] = '\0';
+    ag_status st = a->cfg.mode == AG_ALLOC_MULTI ? ag_multi_malloc(a, stream, size, out)
+                                                 : ag_base_malloc(a, stream, size, out);
+    return st == AG_OK ? st : ag_alloc_fail(a, st, stream, size);
+}
+static inline ag_status ag_mode_access(ag_memalloc *a, ag_block *b, uint32_t dst)
+{
+    return a->cfg.mode == AG_ALLOC_MULTI ? ag_multi_access(a, b, dst) : ag_base_access(a, b, dst);
+}
+static inline ag_status ag_mode_free(ag_memalloc *a, ag_block *b, uint32_t stream)
+{
+    return a->cfg.mode == AG_ALLOC_MULTI ? ag_multi_free(a, b, stream) : ag_base_free(a, b, stream);
+}
 
 /* ---- hot paths, inline in every file of the allocator ---- */
 
