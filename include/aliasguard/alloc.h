@@ -71,7 +71,9 @@ typedef struct ag_alloc_config {
                             * large_round, or alone_round from large_alone on) so
                             * that regions empty often (1) */
     uint32_t poll_every;   /* multi mode: the events of deferred frees are polled when
-                            * a pool cannot serve a request, and otherwise at every
+                            * a pool cannot serve a request (unless a free region
+                            * of another pool moves in instead; see steal), and
+                            * otherwise at every
                             * poll_every-th allocation (0: only then; 1: at each one,
                             * as the baseline does; 3) */
     uint64_t gather_min;   /* multi mode with steal: before a request of at least this

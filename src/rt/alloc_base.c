@@ -92,7 +92,7 @@ ag_status ag_base_malloc(ag_memalloc *a, uint32_t stream, uint64_t size, ag_bloc
     AG_TRY(ag_block_get(a, &b));
     uint32_t pool = 0;
     ag_span *span = NULL;
-    ag_status st = ag_pool_take(a, stream, r, false, &pool, &span);
+    ag_status st = ag_pool_take(a, stream, r, false, NULL, &pool, &span);
     if (st != AG_OK) {
         ag_block_put(a, b);
         return st;

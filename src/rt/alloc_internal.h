@@ -681,15 +681,27 @@ void ag_recent_evict(ag_memalloc *a, uint32_t stream);
 /* alloc_l1.c */
 ag_status ag_l1_init(ag_memalloc *a);
 ag_status ag_pool_init(ag_memalloc *a, uint32_t stream);
+/* A wholly free region of another pool picked to move to a growing pool
+ * (span NULL: none), valid until the pools next change. */
+typedef struct ag_move {
+    ag_span *span;
+    uint32_t owner;
+} ag_move;
 /* Pool span for size on stream (pool small or large), growing the pool
  * from L1 (multi) or the device (baseline), trimming and retrying; tried:
- * the caller already found no cached span there. */
-ag_status ag_pool_take(ag_memalloc *a, uint32_t stream, uint64_t size, bool tried, uint32_t *pool, ag_span **out);
+ * the caller already found no cached span there; mv: ag_pool_can_move's
+ * pick for the same request, with nothing changed since (or NULL). */
+ag_status ag_pool_take(ag_memalloc *a, uint32_t stream, uint64_t size, bool tried, const ag_move *mv, uint32_t *pool,
+                       ag_span **out);
 /* The host records a growth of stream's pool for size may need (the
  * pool's, and in the multi mode L1's), before the device is asked: an
  * AG_ENOMEM from ag_pool_take after it is the device's refusal, never
  * the host's, and only a refusal calls for trim, reclaim and retry. */
 ag_status ag_pool_prepare(ag_memalloc *a, uint32_t stream, uint64_t size);
+/* Whether ag_pool_take would serve a request of size bytes on stream by
+ * moving a wholly free region of another pool there (no device growth):
+ * the region in *mv. */
+bool ag_pool_can_move(ag_memalloc *a, uint32_t stream, uint64_t size, ag_move *mv);
 /* Request rounding (min_block is a power of two). */
 static inline uint64_t ag_pool_round(const ag_memalloc *a, uint64_t size)
 {

@@ -112,10 +112,10 @@ static ag_span *steal_pick(ag_memalloc *a, uint64_t size, uint32_t *owner)
  * first, without blocking the host (neither may capture: a captured record
  * or wait orders nothing until its graph is launched).  Returns its span,
  * still in the owner's pool, or NULL (nothing fits, or no event). */
-static ag_span *steal_ordered(ag_memalloc *a, uint64_t size)
+static ag_span *steal_ordered(ag_memalloc *a, uint64_t size, const ag_move *mv)
 {
     uint32_t owner = 0, to = a->grow_stream;
-    ag_span *s = steal_pick(a, size, &owner);
+    ag_span *s = mv && mv->span ? (owner = mv->owner, mv->span) : steal_pick(a, size, &owner);
     if (!s)
         return NULL;
     if (owner != to && !region_idle(a, s, owner)) {
@@ -147,7 +147,7 @@ static ag_span *steal_ordered(ag_memalloc *a, uint64_t size)
  * to wrap in a new region record. */
 static ag_span *steal(ag_memalloc *a, uint64_t size)
 {
-    ag_span *s = steal_ordered(a, size);
+    ag_span *s = steal_ordered(a, size, NULL);
     return s ? ag_heap_detach(s->heap, s) : NULL;
 }
 
@@ -343,7 +343,50 @@ ag_status ag_pool_prepare(ag_memalloc *a, uint32_t stream, uint64_t size)
     return a->cfg.mode == AG_ALLOC_MULTI ? ag_heap_prepare(&a->l1) : AG_OK;
 }
 
-ag_status ag_pool_take(ag_memalloc *a, uint32_t stream, uint64_t size, bool tried, uint32_t *pool, ag_span **out)
+/* The region pool p of a stream grows by for a request of size bytes. */
+static uint64_t pool_region(const ag_memalloc *a, uint32_t p, uint64_t size)
+{
+    const ag_alloc_config *c = &a->cfg;
+    uint64_t region;
+    bool cut = a->cfg.mode == AG_ALLOC_MULTI && a->cfg.steal;
+    if (p == AG_POOL_SMALL && cut)
+        /* L1 makes growth cheap: small regions of an eighth, so that a
+         * stream with little to hold holds little */
+        region = size > c->small_region / 8u ? size : c->small_region / 8u;
+    else if (p == AG_POOL_SMALL)
+        region = c->small_region;
+    else if (size < c->large_alone && !cut)
+        region = c->large_region;
+    else if (size >= c->large_alone && cut)
+        region = ag_round_up(size, c->alone_round);
+    else
+        region = ag_round_up(size, c->large_round);
+    if (a->cfg.mode == AG_ALLOC_MULTI)
+        region = ag_round_up(region, c->page_size);
+    region = below_split(region, size, c->max_split, a->cfg.mode == AG_ALLOC_MULTI ? c->page_size : c->min_block);
+    return region;
+}
+
+/* (multi mode with steal, L1 caching less than the region, and a region
+ * of another pool that fits: the same test as ag_pool_take's) */
+bool ag_pool_can_move(ag_memalloc *a, uint32_t stream, uint64_t size, ag_move *mv)
+{
+    mv->span = NULL;
+    if (a->cfg.mode != AG_ALLOC_MULTI || !a->cfg.steal)
+        return false;
+    uint32_t p = ag_pool_of(a, size);
+    uint64_t region = pool_region(a, p, size);
+    if (ag_heap_cached(&a->l1) >= region)
+        return false;
+    a->grow_stream = stream;
+    a->grow_heap = &a->st[stream].pool[p];
+    a->grow_want = size;
+    mv->span = steal_pick(a, region, &mv->owner);
+    return mv->span != NULL;
+}
+
+ag_status ag_pool_take(ag_memalloc *a, uint32_t stream, uint64_t size, bool tried, const ag_move *mv, uint32_t *pool,
+                       ag_span **out)
 {
     const ag_alloc_config *c = &a->cfg;
     uint32_t p = ag_pool_of(a, size);
@@ -354,29 +397,14 @@ ag_status ag_pool_take(ag_memalloc *a, uint32_t stream, uint64_t size, bool trie
     AG_TRY(ag_heap_reserve(h));
     ag_span *s = tried ? NULL : ag_heap_take(h, size);
     if (!s) {
-        uint64_t region;
         bool cut = a->cfg.mode == AG_ALLOC_MULTI && a->cfg.steal;
-        if (p == AG_POOL_SMALL && cut)
-            /* L1 makes growth cheap: small regions of an eighth, so that a
-             * stream with little to hold holds little */
-            region = size > c->small_region / 8u ? size : c->small_region / 8u;
-        else if (p == AG_POOL_SMALL)
-            region = c->small_region;
-        else if (size < c->large_alone && !cut)
-            region = c->large_region;
-        else if (size >= c->large_alone && cut)
-            region = ag_round_up(size, c->alone_round);
-        else
-            region = ag_round_up(size, c->large_round);
-        if (a->cfg.mode == AG_ALLOC_MULTI)
-            region = ag_round_up(region, c->page_size);
-        region = below_split(region, size, c->max_split, a->cfg.mode == AG_ALLOC_MULTI ? c->page_size : c->min_block);
+        uint64_t region = pool_region(a, p, size);
         ag_status st = AG_OK;
         /* When L1 has no room cached, a free region of another pool moves
          * here whole, backing and all (as l1_take would, at less cost). */
         bool move = cut && ag_heap_cached(&a->l1) < region;
         AG_TRY(ag_pool_prepare(a, stream, size)); /* a record for the region, moved or grown */
-        ag_span *w = move ? steal_ordered(a, region) : NULL;
+        ag_span *w = move ? steal_ordered(a, region, mv) : NULL;
         if (w) {
             s = ag_heap_adopt(h, w, size);
         } else {

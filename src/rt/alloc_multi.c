@@ -80,6 +80,7 @@ static __attribute__((noinline)) ag_status malloc_miss(ag_memalloc *a, uint32_t 
 {
     ag_astream *as = &a->st[stream];
     bool polled = false, reclaimed = false, looked = true; /* by ag_multi_malloc */
+    ag_move mv = {NULL, 0};
 again:;
     uint32_t pool = ag_pool_of(a, r);
     ag_span *span = NULL;
@@ -110,10 +111,14 @@ again:;
     }
     if (!span && a->cfg.borrow && as->borrow.count)
         lent = ag_borrow_take(a, &as->borrow, r, 2u * r);
-    if (!span && !lent && (a->npend || a->nlazy) && !polled) {
+    if (!span && !lent && (a->npend || a->nlazy) && !polled &&
+        !ag_pool_can_move(a, stream, r, &mv)) {
         /* before growing: the waiting blocks whose users are idle now,
          * and what the deferred frees' events release (into the pool or
-         * the recent blocks); then look again */
+         * the recent blocks); then look again.  A wholly free region of
+         * another pool that moves here grows nothing: the look waits for
+         * a miss that would grow (at busy kernels most of it would ask
+         * and record for blocks still in use) */
         ag_block_put(a, b);
         polled = true;
         a->poll_tick = 0;
@@ -127,7 +132,8 @@ again:;
             ag_block_put(a, b);
             return st;
         }
-        st = ag_pool_take(a, stream, r, true, &pool, &span);
+        st = ag_pool_take(a, stream, r, true, &mv, &pool, &span);
+        mv.span = NULL;
         if (st == AG_ENOMEM && a->cfg.borrow && as->borrow.count &&
             (lent = ag_borrow_take(a, &as->borrow, r, UINT64_MAX)) != NULL)
             ag_ctx_clear_error(a->ctx); /* served: the device's refusal is no failure */

@@ -367,6 +367,21 @@ static void test_lent_block_fallback(void **state)
     fix_close(&f);
 }
 
+/* Stream 0's first small region (256 KiB) full: a block of 128 KiB that
+ * waits for its notices (shared with 1, kept busy) and *fill; only a pool
+ * miss looks at waiting blocks.  Returns the waiting block's memory. */
+static void *waiting_in_full_region(fix *f, atomic_int *open, ag_block **fill)
+{
+    f->a->cfg.poll_every = 0;
+    ag_block *b = shared_with_busy_1(f, open, 128u << 10);
+    *fill = xmalloc(f, 0, 128u << 10);
+    void *p = ag_block_ptr(b);
+    assert_int_equal(ag_alloc_free(f->a, b, 1), AG_OK);
+    assert_int_equal(ag_alloc_free(f->a, b, 0), AG_OK);
+    assert_int_equal(f->a->nlazy, 1);
+    return p;
+}
+
 /* A pool miss looks at the waiting blocks: one whose user is still busy
  * gets its event then (polled like any deferred free, and recycled once
  * complete); one whose user is idle by then goes home with no event and
@@ -377,15 +392,9 @@ static void test_fallback_at_miss(void **state)
     for (int idle = 0; idle <= 1; idle++) {
         fix f;
         fix_open(&f, 2, AG_ALLOC_MULTI, 0);
-        f.a->cfg.poll_every = 0; /* only the miss looks */
         atomic_int open = 0;
-        /* stream 0's first small region (256 KiB): b and fill */
-        ag_block *b = shared_with_busy_1(&f, &open, 128u << 10);
-        ag_block *fill = xmalloc(&f, 0, 128u << 10);
-        void *p = ag_block_ptr(b);
-        assert_int_equal(ag_alloc_free(f.a, b, 1), AG_OK);
-        assert_int_equal(ag_alloc_free(f.a, b, 0), AG_OK);
-        assert_int_equal(f.a->nlazy, 1);
+        ag_block *fill = NULL;
+        void *p = waiting_in_full_region(&f, &open, &fill);
         if (idle) {
             atomic_store(&open, 1);
             assert_int_equal(ag_dev_stream_synchronize(f.dev, f.s[1]), AG_OK);
@@ -422,6 +431,46 @@ static void test_fallback_at_miss(void **state)
         assert_int_equal(ag_alloc_free(f.a, fill, 0), AG_OK);
         fix_close(&f);
     }
+}
+
+/* A pool miss that a wholly free region of another pool serves grows
+ * nothing: the waiting blocks are left to their notices (no look, no
+ * event).  A miss that would grow looks at them first. */
+static void test_miss_moves_before_look(void **state)
+{
+    (void)state;
+    fix f;
+    fix_open(&f, 3, AG_ALLOC_MULTI, 0);
+    atomic_int open = 0;
+    /* stream 2's first small region, wholly free again once the block
+     * waits (its miss came first: nothing waited to look at) */
+    ag_block *r = xmalloc(&f, 2, 256u << 10);
+    void *moved = ag_block_ptr(r);
+    ag_block *fill = NULL;
+    (void)waiting_in_full_region(&f, &open, &fill);
+    assert_int_equal(ag_alloc_free(f.a, r, 2), AG_OK); /* L1 holds nothing more */
+    ag_alloc_stats s = stats(f.a);
+    uint64_t grown = s.device_allocs;
+    ag_block *c = xmalloc(&f, 0, 128u << 10); /* a miss: 2's region moves to 0 */
+    s = stats(f.a);
+    assert_ptr_equal(ag_block_ptr(c), moved);
+    assert_int_equal(s.regions_moved, 1);
+    assert_int_equal(s.device_allocs, grown);
+    assert_int_equal(s.fallbacks_recorded, 0);
+    assert_int_equal(f.a->npend, 0);
+    assert_int_equal(f.a->nlazy, 1); /* b still waits, unlooked at */
+    assert_int_equal(s.pending, 128u << 10);
+    ag_block *d = xmalloc(&f, 0, 128u << 10); /* the rest of the moved region */
+    ag_block *e = xmalloc(&f, 0, 128u << 10); /* a miss that would grow: the look */
+    s = stats(f.a);
+    assert_int_equal(s.fallbacks_recorded, 1);
+    assert_int_equal(f.a->npend, 1);
+    assert_int_equal(s.regions_moved, 1);
+    atomic_store(&open, 1);
+    ag_block *blocks[] = {c, d, e, fill};
+    for (int k = 0; k < 4; k++)
+        assert_int_equal(ag_alloc_free(f.a, blocks[k], 0), AG_OK);
+    fix_close(&f);
 }
 
 /* At least fallback_min bytes, the event is recorded at the last free; the
@@ -1275,6 +1324,7 @@ int main(void)
         cmocka_unit_test(test_fallback_waits_for_notice),
         cmocka_unit_test(test_fallback_at_miss),
         cmocka_unit_test(test_lent_block_fallback),
+        cmocka_unit_test(test_miss_moves_before_look),
         cmocka_unit_test(test_fallback_min),
         cmocka_unit_test(test_fallback_list_bounded),
         cmocka_unit_test(test_local_then_birth),
