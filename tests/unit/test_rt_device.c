@@ -2777,6 +2777,738 @@ static void test_fault_wrapper_passes_refusal(void **state)
     }
 }
 
+/* ---- argument checks, refused creates, backend tables, fault forwarding ---- */
+
+/* Every entry checks its handles, out-pointers and copy kind (AG_COPY_COUNT_
+ * is out of range): AG_EINVAL naming the entry, with nothing enqueued,
+ * recorded or begun. */
+static void test_null_arguments(void **state)
+{
+    (void)state;
+    ag_ctx *ctx = agtest_ctx();
+    devfix f;
+    devfix_open(&f, ctx, 1, 1);
+    ag_device *dev = f.dev;
+    ag_dev_stream *s = f.h.s[0];
+    ag_dev_event *e = f.h.e[0];
+    void *a = NULL;
+    assert_int_equal(ag_dev_mem_alloc(dev, AG_MEM_HBM, 64, 0, &a), AG_OK);
+    ag_dev_graph *g = NULL;
+    assert_int_equal(ag_dev_capture_begin(dev, s), AG_OK);
+    assert_int_equal(ag_dev_capture_end(dev, s, &g), AG_OK); /* an empty graph */
+    int x = 0;
+    bool flag = true;
+    assert_int_equal(ag_dev_memcpy_async(dev, AG_COPY_COUNT_, a, a, 8, s), AG_EINVAL);
+    assert_errmsg(ctx, "memcpy_async: copy kind out of range");
+    assert_int_equal(ag_dev_memset_async(dev, a, 0, 8, NULL), AG_EINVAL);
+    assert_errmsg(ctx, "memset_async: stream is NULL");
+    assert_int_equal(ag_dev_memset_async(dev, NULL, 0, 8, s), AG_EINVAL);
+    assert_errmsg(ctx, "memset_async: destination is NULL");
+    assert_int_equal(ag_dev_launch(dev, NULL, incr_kernel, &x, "incr"), AG_EINVAL);
+    assert_errmsg(ctx, "launch: stream is NULL");
+    assert_int_equal(ag_dev_stream_create(dev, NULL), AG_EINVAL);
+    assert_errmsg(ctx, "stream_create: out is NULL");
+    assert_int_equal(ag_dev_stream_synchronize(dev, NULL), AG_EINVAL);
+    assert_errmsg(ctx, "stream_synchronize: stream is NULL");
+    assert_int_equal(ag_dev_event_create(dev, NULL), AG_EINVAL);
+    assert_errmsg(ctx, "event_create: out is NULL");
+    assert_int_equal(ag_dev_event_record(dev, NULL, s), AG_EINVAL);
+    assert_errmsg(ctx, "event_record: event or stream is NULL");
+    assert_int_equal(ag_dev_event_record(dev, e, NULL), AG_EINVAL);
+    assert_int_equal(ag_dev_stream_wait_event(dev, s, NULL), AG_EINVAL);
+    assert_errmsg(ctx, "stream_wait_event: event or stream is NULL");
+    assert_int_equal(ag_dev_stream_wait_event(dev, NULL, e), AG_EINVAL);
+    assert_int_equal(ag_dev_event_record_eager(dev, NULL, s, &flag), AG_EINVAL);
+    assert_errmsg(ctx, "event_record_eager: event, stream or out is NULL");
+    assert_int_equal(ag_dev_event_record_eager(dev, e, NULL, &flag), AG_EINVAL);
+    assert_int_equal(ag_dev_stream_wait_event_eager(dev, NULL, e, &flag), AG_EINVAL);
+    assert_errmsg(ctx, "stream_wait_event_eager: event, stream or out is NULL");
+    assert_int_equal(ag_dev_stream_wait_event_eager(dev, s, NULL, &flag), AG_EINVAL);
+    assert_true(flag); /* untouched */
+    assert_int_equal(ag_dev_event_query(dev, NULL, &flag), AG_EINVAL);
+    assert_errmsg(ctx, "event_query: event or out is NULL");
+    assert_int_equal(ag_dev_event_query(dev, e, NULL), AG_EINVAL);
+    assert_int_equal(ag_dev_event_synchronize(dev, NULL), AG_EINVAL);
+    assert_errmsg(ctx, "event_synchronize: event is NULL");
+    assert_int_equal(ag_dev_capture_begin(dev, NULL), AG_EINVAL);
+    assert_errmsg(ctx, "capture_begin: stream is NULL");
+    assert_int_equal(ag_dev_capture_end(dev, s, NULL), AG_EINVAL);
+    assert_errmsg(ctx, "capture_end: stream or out is NULL");
+    assert_int_equal(ag_dev_graph_launch(dev, NULL, s), AG_EINVAL);
+    assert_errmsg(ctx, "graph_launch: graph or stream is NULL");
+    assert_int_equal(ag_dev_graph_launch(dev, g, NULL), AG_EINVAL);
+    assert_int_equal(ag_dev_stream_capturing(dev, NULL, &flag), AG_EINVAL);
+    assert_errmsg(ctx, "stream_capturing: stream or out is NULL");
+    assert_int_equal(ag_dev_stream_capturing(dev, s, &flag), AG_OK);
+    assert_false(flag);
+    ag_dev_stats st = stats(dev);
+    assert_int_equal(st.copies[AG_COPY_D2D] + st.memsets + st.launches, 0);
+    assert_int_equal(st.records + st.waits + st.graph_launches, 0);
+    assert_int_equal(st.live_streams, 1);
+    assert_int_equal(st.live_events, 1);
+    assert_int_equal(ag_dev_stream_synchronize(dev, s), AG_OK);
+    assert_int_equal(x, 0);
+    assert_int_equal(ag_dev_device_state(dev, NULL), AG_DEV_HEALTHY);
+
+    /* The constructors check theirs too. */
+    ag_device *w = (ag_device *)1;
+    ag_dev_fault plan;
+    ag_dev_fault_init(&plan, AG_DEV_ENTRY_ALL, 1, 0, AG_FAULT_RETURN);
+    assert_int_equal(ag_device_fault_wrap(ctx, dev, NULL, &w), AG_EINVAL);
+    assert_null(w);
+    assert_errmsg(ctx, "fault_wrap: inner device or fault plan is NULL");
+    assert_int_equal(ag_device_fault_wrap(ctx, dev, &plan, NULL), AG_EINVAL);
+    assert_int_equal(ag_device_sim_create(ctx, NULL, NULL), AG_EINVAL);
+    assert_int_equal(ag_device_create(ctx, NULL, NULL, &w), AG_EINVAL);
+    assert_errmsg(ctx, "incomplete");
+    assert_int_equal(plan.calls, 0);
+    assert_ptr_equal(ag_device_ctx(dev), ctx);
+    assert_null(ag_device_ctx(NULL));
+    assert_string_equal(ag_device_backend(NULL), "");
+    ag_dev_graph_destroy(dev, g);
+    ag_dev_mem_free(dev, a);
+    devfix_close(&f);
+}
+
+/* A create refused by a poisoned device leaves its out-pointer NULL, as a
+ * refused allocation does, and makes nothing. */
+static void test_refused_create_clears_out(void **state)
+{
+    (void)state;
+    ag_testalloc ta;
+    ag_ctx *ctx = agtest_ctx_counted(&ta);
+    ag_device *dev = sim(ctx, 1 << 20, 0, 0);
+    ag_dev_poison(dev, "a test fault");
+    uint64_t live = ta.live_blocks;
+    ag_dev_stream *s = (ag_dev_stream *)1;
+    ag_dev_event *e = (ag_dev_event *)1;
+    assert_int_equal(ag_dev_stream_create(dev, &s), AG_EDEVICE);
+    assert_errmsg(ctx, "stream_create: the device is poisoned: a test fault");
+    assert_null(s);
+    assert_int_equal(ag_dev_event_create(dev, &e), AG_EDEVICE);
+    assert_errmsg(ctx, "event_create: the device is poisoned: a test fault");
+    assert_null(e);
+    assert_int_equal(ta.live_blocks, live);
+    ag_dev_stats st = stats(dev);
+    assert_int_equal(st.live_streams + st.live_events, 0);
+    ag_device_destroy(dev);
+    ag_ctx_destroy(ctx);
+    assert_int_equal(ta.live_blocks, 0);
+}
+
+/* A poisoned device refuses the capture entries and the event query as it
+ * refuses every other entry: no capture begins, none ends into a graph
+ * (the stream's destroy abandons it), and the message carries the reason. */
+static void test_poisoned_capture_and_query(void **state)
+{
+    (void)state;
+    ag_testalloc ta;
+    ag_ctx *ctx = agtest_ctx_counted(&ta);
+    devfix f;
+    devfix_open(&f, ctx, 2, 1);
+    ag_device *dev = f.dev;
+    ag_dev_stream *s0 = f.h.s[0], *s1 = f.h.s[1];
+    ag_dev_event *e = f.h.e[0];
+    assert_int_equal(ag_dev_event_record(dev, e, s0), AG_OK);
+    assert_int_equal(ag_dev_capture_begin(dev, s1), AG_OK);
+    ag_dev_poison(dev, "a test fault");
+    bool done = false;
+    assert_int_equal(ag_dev_event_query(dev, e, &done), AG_EDEVICE);
+    assert_errmsg(ctx, "event_query: the device is poisoned: a test fault");
+    assert_int_equal(ag_dev_capture_begin(dev, s0), AG_EDEVICE);
+    assert_errmsg(ctx, "capture_begin: the device is poisoned: a test fault");
+    ag_dev_graph *g = (ag_dev_graph *)1;
+    assert_int_equal(ag_dev_capture_end(dev, s1, &g), AG_EDEVICE);
+    assert_errmsg(ctx, "capture_end: the device is poisoned: a test fault");
+    assert_null(g);
+    assert_int_equal(stats(dev).live_graphs, 0);
+    assert_int_equal(ag_dev_stream_wait_event(dev, s0, e), AG_EDEVICE);
+    assert_errmsg(ctx, "stream_wait_event: the device is poisoned: a test fault");
+    int x = 0;
+    assert_int_equal(ag_dev_launch(dev, s0, incr_kernel, &x, "incr"), AG_EDEVICE);
+    assert_errmsg(ctx, "launch: the device is poisoned: a test fault");
+    /* s0 never captured: its synchronise is refused for the poison only */
+    assert_int_equal(ag_dev_stream_synchronize(dev, s0), AG_EDEVICE);
+    assert_errmsg(ctx, "stream_synchronize: the device is poisoned");
+    assert_int_equal(x, 0);
+    devfix_close(&f);
+    assert_int_equal(ta.live_blocks, 0);
+}
+
+/* event_synchronize is a waiting entry: called from a kernel it is refused
+ * (AG_EINVAL), even for an event that would not make it wait. */
+typedef struct evsync_arg {
+    ag_device *dev;
+    ag_dev_event *e;
+    ag_status st;
+} evsync_arg;
+
+static ag_status evsync_kernel(void *arg)
+{
+    evsync_arg *a = arg;
+    a->st = ag_dev_event_synchronize(a->dev, a->e);
+    return AG_OK;
+}
+
+static void test_event_synchronize_from_kernel(void **state)
+{
+    (void)state;
+    devfix f;
+    devfix_open(&f, agtest_ctx(), 1, 1);
+    evsync_arg a = {f.dev, f.h.e[0], AG_OK}; /* never recorded: complete */
+    assert_int_equal(ag_dev_launch(f.dev, f.h.s[0], evsync_kernel, &a, "evsync"), AG_OK);
+    assert_int_equal(ag_dev_stream_synchronize(f.dev, f.h.s[0]), AG_OK);
+    assert_int_equal(a.st, AG_EINVAL);
+    assert_int_equal(ag_dev_device_state(f.dev, NULL), AG_DEV_HEALTHY);
+    devfix_close(&f);
+}
+
+/* A kernel launched without a name is called "kernel" in the message of
+ * the fault it causes (launch and launch_copy alike). */
+static void test_kernel_default_name(void **state)
+{
+    (void)state;
+    for (int copy = 0; copy < 2; copy++) {
+        ag_ctx *ctx = agtest_ctx();
+        devfix f;
+        devfix_open(&f, ctx, 1, 0);
+        int x = 0;
+        ag_status st = copy ? ag_dev_launch_copy(f.dev, f.h.s[0], fail_kernel, &x, sizeof x, NULL)
+                            : ag_dev_launch(f.dev, f.h.s[0], fail_kernel, NULL, NULL);
+        assert_int_equal(st, AG_OK);
+        assert_int_equal(ag_dev_stream_synchronize(f.dev, f.h.s[0]), AG_EDEVICE);
+        const char *why = NULL;
+        assert_int_equal(ag_dev_device_state(f.dev, &why), AG_DEV_POISONED);
+        assert_non_null(strstr(why, "kernel 'kernel' failed: invalid argument"));
+        devfix_close(&f);
+    }
+}
+
+/* Clears entry k of a table (0: the name; the order of ag_device_ops);
+ * false past the last. */
+static bool ops_drop(ag_device_ops *o, int k)
+{
+    switch (k) {
+    case 0: o->name = NULL; break;
+    case 1: o->destroy = NULL; break;
+    case 2: o->mem_alloc = NULL; break;
+    case 3: o->mem_free = NULL; break;
+    case 4: o->memcpy_async = NULL; break;
+    case 5: o->memset_async = NULL; break;
+    case 6: o->launch = NULL; break;
+    case 7: o->stream_create = NULL; break;
+    case 8: o->stream_destroy = NULL; break;
+    case 9: o->stream_synchronize = NULL; break;
+    case 10: o->event_create = NULL; break;
+    case 11: o->event_destroy = NULL; break;
+    case 12: o->event_record = NULL; break;
+    case 13: o->stream_wait_event = NULL; break;
+    case 14: o->event_query = NULL; break;
+    case 15: o->event_synchronize = NULL; break;
+    case 16: o->capture_begin = NULL; break;
+    case 17: o->capture_end = NULL; break;
+    case 18: o->graph_launch = NULL; break;
+    case 19: o->graph_destroy = NULL; break;
+    case 20: o->synchronize = NULL; break;
+    case 21: o->state = NULL; break;
+    case 22: o->poison = NULL; break;
+    case 23: o->stats = NULL; break;
+    case 24: o->launch_copy = NULL; break;
+    case 25: o->stream_query = NULL; break;
+    case 26: o->stream_capturing = NULL; break;
+    case 27: o->event_record_eager = NULL; break;
+    case 28: o->stream_wait_event_eager = NULL; break;
+    default: return false;
+    }
+    return true;
+}
+
+/* A table of the current size lacking any one entry, or its name, is
+ * refused at creation; the complete one is taken. */
+static void test_table_each_entry_required(void **state)
+{
+    (void)state;
+    ag_ctx *ctx = agtest_ctx();
+    ag_device *inner = sim(ctx, 1 << 20, 0, 0), *dev = NULL;
+    int k = 0;
+    for (;; k++) {
+        ag_device_ops ops = full_ops("each", lg_stream_query);
+        if (!ops_drop(&ops, k))
+            break;
+        dev = (ag_device *)1;
+        if (ag_device_create(ctx, &ops, inner, &dev) != AG_EINVAL)
+            fail_msg("a table without entry %d was taken", k);
+        assert_null(dev);
+        assert_errmsg(ctx, "the backend's function table is incomplete");
+    }
+    assert_int_equal(k, 29);
+    const ag_device_ops ops = full_ops("each", lg_stream_query);
+    assert_int_equal(ag_device_create(ctx, &ops, inner, &dev), AG_OK);
+    assert_string_equal(ag_device_backend(dev), "each");
+    ag_device_destroy(dev);
+    ag_device_destroy(inner);
+    ag_ctx_destroy(ctx);
+}
+
+/* The wrapper forwards what it never fails: statistics, state and poison
+ * reach the inner device, through the wrapper as directly. */
+static void test_fault_wrapper_forwards(void **state)
+{
+    (void)state;
+    wrapfix w;
+    wrapfix_open(&w, NULL, AG_DEV_ENTRY_ALL, 0, 0, AG_FAULT_RETURN, 64);
+    ag_dev_stats st = stats(w.dev);
+    assert_int_equal(st.mem[AG_MEM_HBM].used, 64);
+    assert_int_equal(st.mem[AG_MEM_HBM].capacity, 1 << 20);
+    assert_int_equal(st.live_streams, 1);
+    assert_int_equal(ag_dev_memset_async(w.dev, w.a, 5, 64, w.s), AG_OK);
+    assert_int_equal(ag_dev_stream_synchronize(w.dev, w.s), AG_OK);
+    assert_int_equal(stats(w.dev).memsets, 1);
+    const char *why = NULL;
+    assert_int_equal(ag_dev_device_state(w.dev, &why), AG_DEV_HEALTHY);
+    assert_string_equal(why, "");
+    ag_dev_poison(w.dev, "poisoned through the wrapper");
+    assert_int_equal(ag_dev_device_state(w.inner, &why), AG_DEV_POISONED);
+    assert_string_equal(why, "poisoned through the wrapper");
+    why = NULL;
+    assert_int_equal(ag_dev_device_state(w.dev, &why), AG_DEV_POISONED);
+    assert_string_equal(why, "poisoned through the wrapper");
+    assert_int_equal(w.f.nfail, 0);
+    ag_dev_mem_free(w.dev, w.a); /* freed through the wrapper */
+    w.a = NULL;
+    assert_int_equal(stats(w.inner).mem[AG_MEM_HBM].used, 0);
+    wrapfix_close(&w);
+}
+
+/* A hook placing every block of 64 KiB or more 256 bytes past a 64 KiB
+ * boundary (smaller ones come from the C library): a device allocation
+ * aligned to 64 KiB then has 65280 bytes of slack before it, for sure. */
+#define SKEW_BIG 65536u
+#define SKEW 256u
+
+static void *skew_realloc(void *ud, void *p, size_t old, size_t n)
+{
+    if (n == 0) {
+        if (p)
+            free(old >= SKEW_BIG ? (char *)p - SKEW : p);
+        return NULL;
+    }
+    if (!p) {
+        if (n < SKEW_BIG)
+            return malloc(n);
+        void *raw = NULL;
+        return posix_memalign(&raw, SKEW_BIG, n + SKEW) == 0 ? (char *)raw + SKEW : NULL;
+    }
+    if (old < SKEW_BIG && n < SKEW_BIG)
+        return realloc(p, n);
+    void *q = skew_realloc(ud, NULL, 0, n);
+    if (q) {
+        memcpy(q, p, old < n ? old : n);
+        skew_realloc(ud, p, old, 0);
+    }
+    return q;
+}
+
+/* The host side of a copy never lies in a device allocation's slack before
+ * it (even touching no allocation's bytes), nor starts before a HOST
+ * allocation it runs into; nothing is enqueued. */
+static void test_copy_host_side_slack(void **state)
+{
+    (void)state;
+    const ag_allocator hook = {sizeof hook, skew_realloc, NULL};
+    ag_ctx *ctx = ag_ctx_create(&hook);
+    assert_non_null(ctx);
+    devfix f;
+    devfix_open_on(&f, ctx, sim(ctx, 1 << 20, 0, 1 << 20), 1, 0);
+    ag_device *dev = f.dev;
+    ag_dev_stream *s = f.h.s[0];
+    char *a = NULL, *h = NULL;
+    assert_int_equal(ag_dev_mem_alloc(dev, AG_MEM_HBM, 64, 65536, (void **)&a), AG_OK);
+    assert_int_equal((uintptr_t)a % 65536, 0);
+    assert_int_equal(ag_dev_memcpy_async(dev, AG_COPY_D2H, a - 64, a, 32, s), AG_EINVAL);
+    assert_errmsg(ctx, "destination is device memory (use a d2d copy)");
+    assert_int_equal(ag_dev_memcpy_async(dev, AG_COPY_H2D, a, a - 64, 32, s), AG_EINVAL);
+    assert_errmsg(ctx, "source is device memory (use a d2d copy)");
+    assert_int_equal(ag_dev_mem_alloc(dev, AG_MEM_HOST, 4096, 0, (void **)&h), AG_OK);
+    assert_int_equal(ag_dev_memcpy_async(dev, AG_COPY_H2D, a, h - 8, 16, s), AG_EINVAL);
+    assert_errmsg(ctx, "source meets a HOST allocation but is not inside it");
+    assert_int_equal(ag_dev_memcpy_async(dev, AG_COPY_D2H, h - 8, a, 16, s), AG_EINVAL);
+    assert_errmsg(ctx, "destination meets a HOST allocation but is not inside it");
+    assert_int_equal(ag_dev_stream_synchronize(dev, s), AG_OK);
+    ag_dev_stats st = stats(dev);
+    assert_int_equal(st.copies[AG_COPY_D2H] + st.copies[AG_COPY_H2D], 0);
+    assert_int_equal(ag_dev_device_state(dev, NULL), AG_DEV_HEALTHY);
+    ag_dev_mem_free(dev, h);
+    ag_dev_mem_free(dev, a);
+    devfix_close(&f);
+}
+
+/* A p2p copy needs P2P memory on one side, either one: from P2P memory
+ * into HBM as well as the other way. */
+static void test_p2p_either_side(void **state)
+{
+    (void)state;
+    ag_ctx *ctx = agtest_ctx();
+    devfix f;
+    devfix_open_on(&f, ctx, sim(ctx, 1 << 20, 1 << 20, 0), 1, 0);
+    ag_device *dev = f.dev;
+    ag_dev_stream *s = f.h.s[0];
+    void *hbm = NULL, *p2p = NULL;
+    unsigned char out[64];
+    memset(out, 0, sizeof out);
+    assert_int_equal(ag_dev_mem_alloc(dev, AG_MEM_HBM, 64, 0, &hbm), AG_OK);
+    assert_int_equal(ag_dev_mem_alloc(dev, AG_MEM_P2P, 64, 0, &p2p), AG_OK);
+    assert_int_equal(ag_dev_memset_async(dev, p2p, 9, 64, s), AG_OK);
+    if (ag_dev_memcpy_async(dev, AG_COPY_P2P, hbm, p2p, 64, s) != AG_OK)
+        fail_msg("%s", ag_ctx_errmsg(ctx));
+    assert_int_equal(ag_dev_memcpy_async(dev, AG_COPY_D2H, out, hbm, 64, s), AG_OK);
+    assert_int_equal(ag_dev_memcpy_async(dev, AG_COPY_P2P, p2p, hbm, 64, s), AG_OK);
+    assert_int_equal(ag_dev_stream_synchronize(dev, s), AG_OK);
+    for (int k = 0; k < 64; k++)
+        assert_int_equal(out[k], 9);
+    assert_int_equal(stats(dev).copies[AG_COPY_P2P], 2);
+    ag_dev_mem_free(dev, hbm);
+    ag_dev_mem_free(dev, p2p);
+    devfix_close(&f);
+}
+
+/* launch_copy frees the argument blocks of kernels that have run (their
+ * worker only retires them): a host that never synchronises, and only asks
+ * whether the stream is idle, holds the block of its last call alone.  A
+ * graph's destroy frees the retired blocks too. */
+static void test_launch_copy_reclaims(void **state)
+{
+    (void)state;
+    ag_testalloc ta;
+    devfix f;
+    devfix_open(&f, agtest_ctx_counted(&ta), 1, 0);
+    ag_device *dev = f.dev;
+    ag_dev_stream *s = f.h.s[0];
+    int counter = 0;
+    add_args aa = {&counter, 1};
+    uint64_t base = ta.live_blocks;
+    for (int k = 0; k < 5; k++) {
+        assert_int_equal(ag_dev_launch_copy(dev, s, add_kernel, &aa, sizeof aa, "add"), AG_OK);
+        bool idle = false;
+        while (!idle)
+            assert_int_equal(ag_dev_stream_query(dev, s, &idle), AG_OK);
+        assert_int_equal(ta.live_blocks, base + 1);
+    }
+    ag_dev_graph *g = NULL;
+    assert_int_equal(ag_dev_capture_begin(dev, s), AG_OK);
+    assert_int_equal(ag_dev_capture_end(dev, s, &g), AG_OK); /* an empty graph */
+    ag_dev_graph_destroy(dev, g);
+    assert_int_equal(ta.live_blocks, base);
+    assert_int_equal(ag_dev_launch_copy(dev, s, add_kernel, &aa, sizeof aa, "add"), AG_OK);
+    assert_int_equal(ag_dev_stream_synchronize(dev, s), AG_OK);
+    assert_int_equal(ta.live_blocks, base);
+    assert_int_equal(counter, 6);
+    devfix_close(&f);
+    assert_int_equal(ta.live_blocks, 0);
+}
+
+/* A backend whose eager record and wait let the stream's queued work run
+ * first, as sync_first_memcpy does for copies. */
+static ag_status sync_first_record_eager(void *impl, ag_dev_event *e, ag_dev_stream *s, bool *recorded)
+{
+    (void)ag_dev_stream_synchronize(legacy_inner(impl), s);
+    return ag_dev_event_record_eager(legacy_inner(impl), e, s, recorded);
+}
+
+static ag_status sync_first_wait_eager(void *impl, ag_dev_stream *s, ag_dev_event *e, bool *enqueued)
+{
+    (void)ag_dev_stream_synchronize(legacy_inner(impl), s);
+    return ag_dev_stream_wait_event_eager(legacy_inner(impl), s, e, enqueued);
+}
+
+/* The eager record and wait behind a deferred fault whose kernel already
+ * poisoned the device: like the plain forms they succeed, the fault
+ * surfacing at the next synchronisation, and say they were made (the
+ * stream does not capture). */
+static void test_deferred_fault_eager_forms(void **state)
+{
+    (void)state;
+    for (int wait = 0; wait < 2; wait++) {
+        ag_device_ops mid = full_ops("syncfirst", lg_stream_query);
+        mid.event_record_eager = sync_first_record_eager;
+        mid.stream_wait_event_eager = sync_first_wait_eager;
+        wrapfix w;
+        wrapfix_open(&w, &mid, AG_DEV_ENTRY_BIT(wait ? AG_DEV_E_STREAM_WAIT : AG_DEV_E_EVENT_RECORD), 1, 0,
+                     AG_FAULT_DEFERRED, 64);
+        ag_dev_event *e = NULL;
+        assert_int_equal(ag_dev_event_create(w.dev, &e), AG_OK);
+        bool made = false;
+        ag_status st = wait ? ag_dev_stream_wait_event_eager(w.dev, w.s, e, &made)
+                            : ag_dev_event_record_eager(w.dev, e, w.s, &made);
+        assert_int_equal(st, AG_OK);
+        assert_true(made);
+        assert_int_equal(w.f.nfail, 1);
+        assert_int_equal(ag_dev_device_state(w.inner, NULL), AG_DEV_POISONED); /* the kernel ran first */
+        assert_int_equal(ag_dev_stream_synchronize(w.dev, w.s), AG_EDEVICE);
+        assert_errmsg(w.ctx, wait ? "injected fault in stream_wait_event" : "injected fault in event_record");
+        ag_dev_event_destroy(w.dev, e);
+        wrapfix_close(&w);
+    }
+}
+
+/* A wait on an event of another stream whose point has completed needs no
+ * ordering: like a wait on the stream's own event, it queues nothing, so
+ * it takes no host memory on a full queue, and counts as a wait. */
+static void test_wait_on_complete_event_queues_nothing(void **state)
+{
+    (void)state;
+    ag_testalloc ta;
+    devfix f;
+    devfix_open(&f, agtest_ctx_counted(&ta), 2, 1);
+    ag_device *dev = f.dev;
+    ag_dev_stream *s0 = f.h.s[0], *s1 = f.h.s[1];
+    ag_dev_event *e = f.h.e[0];
+    int other = 0, count = 0;
+    assert_int_equal(ag_dev_launch(dev, s1, incr_kernel, &other, "incr"), AG_OK);
+    assert_int_equal(ag_dev_event_record(dev, e, s1), AG_OK);
+    assert_int_equal(ag_dev_event_synchronize(dev, e), AG_OK); /* complete */
+    gate g;
+    gate_init(&g);
+    assert_int_equal(ag_dev_launch(dev, s0, gate_kernel, &g, "gate"), AG_OK);
+    gate_wait_entered(&g); /* the gate left the queue: it is empty */
+    for (int k = 0; k < 16; k++) /* 16 of 16 */
+        assert_int_equal(ag_dev_launch(dev, s0, incr_kernel, &count, "incr"), AG_OK);
+    uint64_t waits = stats(dev).waits;
+    ta.fail_at = ta.calls + 1u; /* the next host allocation fails */
+    ag_status waited = ag_dev_stream_wait_event(dev, s0, e);
+    uint64_t nfail = ta.nfail;
+    ta.fail_at = 0;
+    gate_open(&g);
+    assert_int_equal(ag_dev_stream_synchronize(dev, s0), AG_OK);
+    assert_int_equal(waited, AG_OK);
+    assert_int_equal(nfail, 0);
+    assert_int_equal(stats(dev).waits, waits + 1);
+    assert_int_equal(count, 16);
+    assert_int_equal(other, 1);
+    devfix_close(&f);
+    gate_fini(&g);
+    assert_int_equal(ta.live_blocks, 0);
+}
+
+/* A queued wait on a stream destroyed before the wait runs is met (the
+ * destroy drained that stream): the waiting stream goes on. */
+static void test_wait_on_destroyed_stream(void **state)
+{
+    (void)state;
+    devfix f;
+    devfix_open(&f, agtest_ctx(), 2, 1);
+    ag_device *dev = f.dev;
+    ag_dev_stream *s0 = f.h.s[0], *s1 = f.h.s[1];
+    ag_dev_event *e = f.h.e[0];
+    gate g0, g1;
+    gate_init(&g0);
+    gate_init(&g1);
+    int x = 0, y = -1;
+    pair p = {&y, &x};
+    assert_int_equal(ag_dev_launch(dev, s1, gate_kernel, &g1, "held"), AG_OK);
+    assert_int_equal(ag_dev_launch(dev, s1, incr_kernel, &x, "incr"), AG_OK);
+    assert_int_equal(ag_dev_event_record(dev, e, s1), AG_OK);
+    assert_int_equal(ag_dev_launch(dev, s0, gate_kernel, &g0, "held"), AG_OK);
+    assert_int_equal(ag_dev_stream_wait_event(dev, s0, e), AG_OK); /* queued: e not complete */
+    assert_int_equal(ag_dev_launch(dev, s0, copy_int_kernel, &p, "copy"), AG_OK);
+    gate_open(&g1);
+    handles_drop_stream(&f.h, 1); /* drains s1, then it is gone */
+    gate_open(&g0);
+    assert_int_equal(ag_dev_stream_synchronize(dev, s0), AG_OK);
+    assert_int_equal(y, 1);
+    assert_int_equal(stats(dev).waits, 1);
+    assert_int_equal(ag_dev_device_state(dev, NULL), AG_DEV_HEALTHY);
+    devfix_close(&f);
+    gate_fini(&g0);
+    gate_fini(&g1);
+}
+
+/* A graph launched into a capture is all or nothing there too: when the
+ * host cannot make room for its operations, the launch is AG_ENOMEM and
+ * the capture holds none of them; a retry captures the graph once. */
+static void test_graph_into_capture_oom(void **state)
+{
+    (void)state;
+    ag_testalloc ta;
+    devfix f;
+    devfix_open(&f, agtest_ctx_counted(&ta), 2, 0);
+    ag_device *dev = f.dev;
+    ag_dev_stream *s1 = f.h.s[0], *s2 = f.h.s[1];
+    int count = 0;
+    ag_dev_graph *g = NULL, *g2 = NULL;
+    assert_int_equal(ag_dev_capture_begin(dev, s1), AG_OK);
+    for (int k = 0; k < 3; k++)
+        assert_int_equal(ag_dev_launch(dev, s1, incr_kernel, &count, "incr"), AG_OK);
+    assert_int_equal(ag_dev_capture_end(dev, s1, &g), AG_OK);
+    assert_int_equal(ag_dev_capture_begin(dev, s2), AG_OK);
+    ta.fail_at = ta.calls + 1u; /* the next host allocation fails */
+    ag_status st = ag_dev_graph_launch(dev, g, s2);
+    ta.fail_at = 0;
+    assert_int_equal(st, AG_ENOMEM);
+    assert_int_equal(ta.nfail, 1);
+    assert_int_equal(ag_dev_graph_launch(dev, g, s2), AG_OK);
+    assert_int_equal(ag_dev_capture_end(dev, s2, &g2), AG_OK);
+    assert_int_equal(ag_dev_graph_launch(dev, g2, s1), AG_OK);
+    assert_int_equal(ag_dev_stream_synchronize(dev, s1), AG_OK);
+    assert_int_equal(count, 3);
+    ag_dev_graph_destroy(dev, g);
+    ag_dev_graph_destroy(dev, g2);
+    devfix_close(&f);
+    assert_int_equal(ta.live_blocks, 0);
+}
+
+/* Destroying the device frees whatever the caller left behind: streams
+ * with queued copies of arguments, a capture in progress, events (one kept
+ * by a graph too), graphs and memory of each type. */
+static void test_destroy_frees_leftovers(void **state)
+{
+    (void)state;
+    ag_testalloc ta;
+    ag_ctx *ctx = agtest_ctx_counted(&ta);
+    ag_device *dev = sim(ctx, 1 << 20, 1 << 20, 1 << 20);
+    ag_dev_stream *s1 = NULL, *s2 = NULL;
+    ag_dev_event *e1 = NULL, *e2 = NULL;
+    ag_dev_graph *g = NULL;
+    void *m[AG_MEM_COUNT_];
+    assert_int_equal(ag_dev_stream_create(dev, &s1), AG_OK);
+    assert_int_equal(ag_dev_stream_create(dev, &s2), AG_OK);
+    assert_int_equal(ag_dev_event_create(dev, &e1), AG_OK);
+    assert_int_equal(ag_dev_event_create(dev, &e2), AG_OK);
+    for (int t = 0; t < AG_MEM_COUNT_; t++)
+        assert_int_equal(ag_dev_mem_alloc(dev, (ag_mem_type)t, 64, 0, &m[t]), AG_OK);
+    int counter = 0;
+    add_args aa = {&counter, 1};
+    assert_int_equal(ag_dev_capture_begin(dev, s1), AG_OK);
+    assert_int_equal(ag_dev_event_record(dev, e1, s1), AG_OK);
+    assert_int_equal(ag_dev_launch_copy(dev, s1, add_kernel, &aa, sizeof aa, "add"), AG_OK);
+    assert_int_equal(ag_dev_capture_end(dev, s1, &g), AG_OK);
+    assert_int_equal(ag_dev_event_record(dev, e2, s2), AG_OK);
+    assert_int_equal(ag_dev_launch_copy(dev, s2, add_kernel, &aa, sizeof aa, "add"), AG_OK);
+    assert_int_equal(ag_dev_capture_begin(dev, s2), AG_OK);
+    assert_int_equal(ag_dev_event_record(dev, e1, s2), AG_OK);
+    ag_device_destroy(dev);
+    assert_int_equal(counter, 1); /* the queued kernel ran; the captured ones never */
+    ag_ctx_destroy(ctx);
+    assert_int_equal(ta.live_blocks, 0);
+}
+
+/* A backend whose copies fail with a device error of their own, leaving
+ * the device healthy. */
+static ag_status refusing_memcpy(void *impl, ag_dev_copy_kind kind, void *dst, const void *src, size_t n,
+                                 ag_dev_stream *s)
+{
+    (void)impl;
+    (void)kind;
+    (void)dst;
+    (void)src;
+    (void)n;
+    (void)s;
+    return AG_EDEVICE;
+}
+
+/* Behind a deferred fault whose kernel has not run yet (the stream is held
+ * by a gate), a call's own AG_EDEVICE from a healthy device is its own
+ * failure and is passed on; the fault still fires at its point. */
+static void test_deferred_fault_keeps_own_error(void **state)
+{
+    (void)state;
+    ag_device_ops mid = full_ops("refusing", lg_stream_query);
+    mid.memcpy_async = refusing_memcpy;
+    wrapfix w;
+    wrapfix_open(&w, &mid, AG_DEV_ENTRY_BIT(AG_DEV_E_MEMCPY), 1, 0, AG_FAULT_DEFERRED, 64);
+    gate g;
+    gate_init(&g);
+    assert_int_equal(ag_dev_launch(w.dev, w.s, gate_kernel, &g, "gate"), AG_OK);
+    gate_wait_entered(&g);
+    char host[64] = {0};
+    ag_status st = ag_dev_memcpy_async(w.dev, AG_COPY_H2D, w.a, host, 64, w.s);
+    ag_dev_state before = ag_dev_device_state(w.inner, NULL);
+    gate_open(&g);
+    assert_int_equal(w.f.nfail, 1);
+    assert_int_equal(before, AG_DEV_HEALTHY);
+    assert_int_equal(st, AG_EDEVICE);
+    assert_int_equal(ag_dev_stream_synchronize(w.dev, w.s), AG_EDEVICE);
+    assert_errmsg(w.ctx, "injected fault in memcpy_async");
+    gate_fini(&g);
+    wrapfix_close(&w);
+}
+
+/* A deferred fault in graph_launch is stream work like any other: the
+ * launch succeeds, the fault fires when the stream reaches it and the
+ * replay behind it is dropped. */
+static void test_fault_deferred_graph_launch(void **state)
+{
+    (void)state;
+    wrapfix w;
+    wrapfix_open(&w, NULL, AG_DEV_ENTRY_BIT(AG_DEV_E_GRAPH_LAUNCH), 1, 0, AG_FAULT_DEFERRED, 64);
+    int count = 0;
+    ag_dev_graph *g = NULL;
+    assert_int_equal(ag_dev_capture_begin(w.dev, w.s), AG_OK);
+    assert_int_equal(ag_dev_launch(w.dev, w.s, incr_kernel, &count, "incr"), AG_OK);
+    assert_int_equal(ag_dev_capture_end(w.dev, w.s, &g), AG_OK);
+    assert_int_equal(ag_dev_graph_launch(w.dev, g, w.s), AG_OK);
+    assert_int_equal(w.f.nfail, 1);
+    assert_int_equal(ag_dev_stream_synchronize(w.dev, w.s), AG_EDEVICE);
+    assert_errmsg(w.ctx, "kernel 'injected fault in graph_launch' failed");
+    assert_int_equal(count, 0);
+    ag_dev_graph_destroy(w.dev, g);
+    wrapfix_close(&w);
+}
+
+/* An injected failure returns what the real call would when it runs out:
+ * AG_ENOMEM for the entries that take a resource (allocation, stream,
+ * event, capture end), AG_EDEVICE for the others; the message names the
+ * entry. */
+static void test_fault_status_per_entry(void **state)
+{
+    (void)state;
+    ag_ctx *ctx = agtest_ctx();
+    ag_device *inner = sim(ctx, 1 << 20, 0, 0);
+    ag_dev_stream *s = NULL;
+    assert_int_equal(ag_dev_stream_create(inner, &s), AG_OK);
+    for (int k = 0; k < 5; k++) {
+        const ag_dev_entry ents[5] = {AG_DEV_E_MEM_ALLOC, AG_DEV_E_STREAM_CREATE, AG_DEV_E_EVENT_CREATE,
+                                      AG_DEV_E_CAPTURE_END, AG_DEV_E_SYNC};
+        ag_dev_fault plan;
+        ag_dev_fault_init(&plan, AG_DEV_ENTRY_BIT(ents[k]), 1, 0, AG_FAULT_RETURN);
+        ag_device *dev = NULL;
+        assert_int_equal(ag_device_fault_wrap(ctx, inner, &plan, &dev), AG_OK);
+        void *p = NULL;
+        ag_dev_stream *s2 = NULL;
+        ag_dev_event *e = NULL;
+        ag_dev_graph *g = NULL;
+        ag_status st;
+        if (k == 0) {
+            st = ag_dev_mem_alloc(dev, AG_MEM_HBM, 64, 0, &p);
+        } else if (k == 1) {
+            st = ag_dev_stream_create(dev, &s2);
+        } else if (k == 2) {
+            st = ag_dev_event_create(dev, &e);
+        } else if (k == 3) {
+            assert_int_equal(ag_dev_capture_begin(dev, s), AG_OK);
+            st = ag_dev_capture_end(dev, s, &g);
+            assert_int_equal(ag_dev_capture_end(inner, s, &g), AG_OK); /* still capturing */
+            ag_dev_graph_destroy(inner, g);
+        } else {
+            st = ag_dev_synchronize(dev);
+        }
+        assert_int_equal(st, k < 4 ? AG_ENOMEM : AG_EDEVICE);
+        assert_true(agtest_errmsg_has(ctx, ag_dev_entry_name(ents[k])));
+        assert_errmsg(ctx, "injected fault");
+        assert_null(p);
+        assert_null(s2);
+        assert_null(e);
+        assert_int_equal(plan.nfail, 1);
+        ag_device_destroy(dev);
+    }
+    ag_dev_stats st = stats(inner);
+    assert_int_equal(st.mem[AG_MEM_HBM].nalloc + st.live_events + st.live_graphs, 0);
+    assert_int_equal(st.live_streams, 1);
+    ag_dev_stream_destroy(inner, s);
+    ag_device_destroy(inner);
+    ag_ctx_destroy(ctx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -2829,6 +3561,24 @@ int main(void)
         cmocka_unit_test(test_fault_never_with_repeat),
         cmocka_unit_test(test_deferred_fault_clears_refusal),
         cmocka_unit_test(test_fault_wrapper_passes_refusal),
+        cmocka_unit_test(test_null_arguments),
+        cmocka_unit_test(test_refused_create_clears_out),
+        cmocka_unit_test(test_poisoned_capture_and_query),
+        cmocka_unit_test(test_event_synchronize_from_kernel),
+        cmocka_unit_test(test_kernel_default_name),
+        cmocka_unit_test(test_table_each_entry_required),
+        cmocka_unit_test(test_fault_wrapper_forwards),
+        cmocka_unit_test(test_copy_host_side_slack),
+        cmocka_unit_test(test_p2p_either_side),
+        cmocka_unit_test(test_launch_copy_reclaims),
+        cmocka_unit_test(test_deferred_fault_eager_forms),
+        cmocka_unit_test(test_wait_on_complete_event_queues_nothing),
+        cmocka_unit_test(test_wait_on_destroyed_stream),
+        cmocka_unit_test(test_graph_into_capture_oom),
+        cmocka_unit_test(test_destroy_frees_leftovers),
+        cmocka_unit_test(test_deferred_fault_keeps_own_error),
+        cmocka_unit_test(test_fault_deferred_graph_launch),
+        cmocka_unit_test(test_fault_status_per_entry),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
