@@ -235,14 +235,26 @@ static void test_free_null_in_seam(void **state)
     timed_close(&x);
 }
 
+/* A trace text the reader refuses, and the message that names its line. */
+typedef struct bad_trace {
+    const char *text, *msg;
+} bad_trace;
+
+static void parse_fails(ag_ctx *ctx, const bad_trace *bad, size_t n)
+{
+    ag_alloc_trace *t = NULL;
+    for (size_t k = 0; k < n; k++) {
+        assert_int_equal(ag_alloc_trace_parse(ctx, "t", bad[k].text, strlen(bad[k].text), &t), AG_EPARSE);
+        assert_errmsg(ctx, bad[k].msg);
+    }
+}
+
 static void test_trace_parse_errors(void **state)
 {
     (void)state;
     ag_ctx *ctx = agtest_ctx();
     ag_alloc_trace *t = NULL;
-    struct {
-        const char *text, *msg;
-    } bad[] = {
+    const bad_trace bad[] = {
         {"alloc a 10 0\nfrob\n", "t:2: unknown operation 'frob'"},
         {"streams 2\nalloc a 10 2\n", "t:2: stream 2 out of range"},
         {"free q 0\n", "t:1: block 'q' was never allocated"},
@@ -257,15 +269,82 @@ static void test_trace_parse_errors(void **state)
         {"ooooooooooooooooooooooooooooooooooooooooooooooooooooooooooooooooo\n",
          "t:1: unknown operation 'ooooooooooooooooooooooooooooooooooooooooooooooooooooooooooooo...' (expected"},
     };
-    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
-        assert_int_equal(ag_alloc_trace_parse(ctx, "t", bad[k].text, strlen(bad[k].text), &t), AG_EPARSE);
-        assert_errmsg(ctx, bad[k].msg);
-    }
+    parse_fails(ctx, bad, sizeof bad / sizeof bad[0]);
     assert_int_equal(ag_alloc_trace_parse(ctx, "t", trace_text, strlen(trace_text), &t), AG_OK);
     assert_int_equal(ag_alloc_trace_streams(t), 2);
     assert_int_equal(ag_alloc_trace_ops(t), 13);
     ag_alloc_trace_destroy(t);
     ag_ctx_destroy(ctx);
+}
+
+/* The reader's edges: a size up to 2^64 - 1 and not one more, a digit
+ * string only, stream numbers below 4096, a count from 1 to 4096 given
+ * once, '#' ending a word, CR LF line ends, a stream left in a pool at
+ * the last stream number, and the stream count a trace implies (one more
+ * than the largest stream named; one for a trace that names none). */
+static void test_trace_parse_edges(void **state)
+{
+    (void)state;
+    ag_ctx *ctx = agtest_ctx();
+    ag_alloc_trace *t = NULL;
+    const bad_trace bad[] = {
+        {"alloc a 18446744073709551616 0\n", "t:1: 'alloc' needs a size"},
+        {"alloc a 18446744073709551617 0\n", "t:1: 'alloc' needs a size"},
+        {"alloc a 1x 0\n", "t:1: 'alloc' needs a size"},
+        {"alloc a 10 4096\n", "t:1: expected a stream number below 4096"},
+        {"alloc a 10 0\nfree a\n", "t:2: expected a stream number below 4096"},
+        {"streams 0\n", "t:1: 'streams' needs a count from 1 to 4096"},
+        {"streams 4097\n", "t:1: 'streams' needs a count from 1 to 4096"},
+        {"streams 2\nstreams 3\n", "t:2: 'streams' must come before every operation"},
+        {"wait 2 2\n", "t:1: a stream cannot record for or wait on itself"},
+        {"alloc a 10 0\n\n# a comment\nsync 0\n", "t:4: unexpected text after the operation"},
+        {"pool_begin g 4095\n", "t:1: stream 4095 allocates from graph pool 'g' at the end of the trace"},
+    };
+    parse_fails(ctx, bad, sizeof bad / sizeof bad[0]);
+    struct {
+        const char *text;
+        uint32_t streams;
+        uint64_t ops;
+    } good[] = {
+        {"alloc a 18446744073709551615 0\nfree a 0\n", 1, 2},
+        {"", 1, 0},
+        {"sync\n", 1, 1},
+        {"streams 4096\nalloc a 10 4095\n", 4096, 1},
+        {"alloc a 10 1\nuse a 2\nfree a 2\nfree a 1\n", 3, 4},
+        {"alloc a 10 0#x\r\nfree a 0\r\nsync # done\r\n", 1, 3},
+    };
+    for (size_t k = 0; k < sizeof good / sizeof good[0]; k++) {
+        assert_int_equal(ag_alloc_trace_parse(ctx, "t", good[k].text, strlen(good[k].text), &t), AG_OK);
+        assert_int_equal(ag_alloc_trace_streams(t), good[k].streams);
+        assert_int_equal(ag_alloc_trace_ops(t), good[k].ops);
+        ag_alloc_trace_destroy(t);
+    }
+    ag_ctx_destroy(ctx);
+}
+
+/* A caller's shorter result gets what fits, its size told; options
+ * shorter than this version's are refused. */
+static void test_replay_sizes(void **state)
+{
+    (void)state;
+    ag_ctx *ctx = agtest_ctx();
+    ag_device *dev = NULL;
+    assert_int_equal(ag_device_sim_create(ctx, NULL, &dev), AG_OK);
+    ag_alloc_trace *t = NULL;
+    assert_int_equal(ag_alloc_trace_parse(ctx, "t", trace_text, strlen(trace_text), &t), AG_OK);
+    ag_alloc_replay_result r;
+    memset(&r, 0xAB, sizeof r);
+    r.size = offsetof(ag_alloc_replay_result, count);
+    assert_int_equal(ag_alloc_replay(ctx, dev, t, NULL, NULL, &r), AG_OK);
+    assert_int_equal(r.size, offsetof(ag_alloc_replay_result, count));
+    assert_int_equal(r.stats.peak_allocated, 4096 + 1024);
+    const unsigned char *tail = (const unsigned char *)&r + offsetof(ag_alloc_replay_result, count);
+    assert_int_equal(tail[0], 0xAB); /* not written */
+    ag_alloc_replay_opts o = {.size = sizeof o - 1u};
+    assert_int_equal(ag_alloc_replay(ctx, dev, t, NULL, &o, NULL), AG_EINVAL);
+    assert_errmsg(ctx, "replay: options size");
+    ag_alloc_trace_destroy(t);
+    close_empty(ctx, dev);
 }
 
 static void test_trace_replay(void **state)
@@ -389,6 +468,54 @@ static void test_check_carves(void **state)
         len += (size_t)snprintf(big + len, cap - len, "alloc x%u %u 0\nfree x%u 0\n", k, (1200u - k) * 512u, k);
     assert_int_equal(host_violations(ctx, dev, big), 0);
     free(big);
+    close_empty(ctx, dev);
+}
+
+/* What the checker holds of a use, on host memory (multi mode): a
+ * stream's latest operation on a block counts, not its first (stream 1
+ * uses a again, or frees it, after the record stream 0 waits for: one
+ * violation each); a sync orders every stream's work before the reuse;
+ * freed memory touching the new block's ends is not checked (b takes c's
+ * place, next to a's, in either order: none); the end of a node that a
+ * handout covers exactly is gone for the next handout there (d: none
+ * beyond b's and c's); and an allocator's wait orders only the stream
+ * that waits. */
+static void test_check_uses_held(void **state)
+{
+    (void)state;
+    ag_ctx *ctx = agtest_ctx();
+    ag_device *dev = NULL;
+    assert_int_equal(ag_device_sim_create(ctx, NULL, &dev), AG_OK);
+    struct {
+        const char *text;
+        uint64_t violations;
+    } cases[] = {
+        {"streams 2\nalloc a 4096 0\nuse a 1\nrecord 1 0\nwait 0 1\nuse a 1\nfree a 1\nfree a 1\nfree a 0\n"
+         "alloc b 4096 0\nfree b 0\n",
+         1},
+        {"streams 2\nalloc a 4096 0\nuse a 1\nrecord 1 0\nfree a 1\nwait 0 1\nfree a 0\nalloc b 4096 0\nfree b 0\n", 1},
+        {"streams 2\nalloc a 4096 0\nuse a 1\nfree a 1\nfree a 0\nsync\nalloc b 4096 0\nfree b 0\n", 0},
+        {"streams 2\nalloc a 65536 0\nalloc c 65536 0\nuse a 1\nfree a 1\nfree a 0\nfree c 0\nalloc b 65536 0\n"
+         "free b 0\n",
+         0},
+        {"streams 2\nalloc c 65536 0\nalloc a 65536 0\nuse a 1\nfree a 1\nfree a 0\nfree c 0\nalloc b 65536 0\n"
+         "free b 0\n",
+         0},
+        {"streams 2\nalloc a 196608 0\nuse a 1\nfree a 1\nfree a 0\nalloc b 65536 0\nalloc c 131072 0\nfree c 0\n"
+         "free b 0\nalloc d 262144 0\nfree d 0\n",
+         2},
+        /* b and c take a's two halves: each meets stream 1's use */
+        {"streams 2\nalloc a 131072 0\nuse a 1\nfree a 1\nfree a 0\nalloc b 65536 0\nalloc c 65536 0\nfree b 0\n"
+         "alloc d 131072 0\nfree d 0\nfree c 0\n",
+         2},
+        /* stream 0's region moves to stream 1 behind an event: stream 1
+         * learns what 0 knew, stream 2 (which gets a back) does not */
+        {"streams 3\nalloc a 4096 2\nuse a 0\nfree a 0\nfree a 2\nalloc x 4194304 0\nfree x 0\n"
+         "alloc y 4194304 1\nfree y 1\nalloc b 4096 2\nfree b 2\n",
+         1},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
+        assert_int_equal(host_violations(ctx, dev, cases[k].text), cases[k].violations);
     close_empty(ctx, dev);
 }
 
@@ -576,6 +703,24 @@ static void test_trace_order_clocks(void **state)
     assert_int_equal(ta.live_blocks, 0);
 }
 
+/* A sync orders every stream's work before what follows, the last
+ * stream's included: a's use on 0 (allocated on the last stream) and b's
+ * on the last stream (allocated on 0) are ordered. */
+static void test_trace_order_sync(void **state)
+{
+    (void)state;
+    ag_ctx *ctx = agtest_ctx();
+    const char *text = "streams 3\nalloc a 64 2\nalloc b 64 0\nsync\nuse a 0\nuse b 2\nfree a 0\nfree b 2\nfree a 2\n"
+                       "free b 0\n";
+    ag_alloc_trace *t = NULL;
+    assert_int_equal(ag_alloc_trace_parse(ctx, "t", text, strlen(text), &t), AG_OK);
+    ag_alloc_trace_order o = {.size = sizeof o};
+    assert_int_equal(ag_alloc_trace_order_check(ctx, t, &o), AG_OK);
+    assert_int_equal(o.unordered_uses, 0);
+    ag_alloc_trace_destroy(t);
+    ag_ctx_destroy(ctx);
+}
+
 /* With fallback_min 0 every shared last free asks its users at once; an
  * idle answer sends the block home, and the checker must learn from it
  * that the host saw those streams' work done (the happens-before hook), or
@@ -630,12 +775,16 @@ int main(void)
         cmocka_unit_test(test_timed_busy_after_capture),
         cmocka_unit_test(test_free_null_in_seam),
         cmocka_unit_test(test_trace_parse_errors),
+        cmocka_unit_test(test_trace_parse_edges),
         cmocka_unit_test(test_trace_replay),
+        cmocka_unit_test(test_replay_sizes),
         cmocka_unit_test(test_check_finds_reuse),
         cmocka_unit_test(test_check_carves),
+        cmocka_unit_test(test_check_uses_held),
         cmocka_unit_test(test_check_marks_bounded),
         cmocka_unit_test(test_trace_order),
         cmocka_unit_test(test_trace_order_clocks),
+        cmocka_unit_test(test_trace_order_sync),
         cmocka_unit_test(test_check_fallback_now),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
