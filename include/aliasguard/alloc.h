@@ -353,7 +353,8 @@ typedef struct ag_alloc_replay_result {
     double seconds[AG_TOP_COUNT_]; /* wall time spent in each kind */
     double total_seconds;
     uint64_t violations; /* --check: (reuse, earlier user stream) pairs where that
-                          * stream's last use is not ordered before the reuse */
+                          * stream's last use is not ordered before the reuse, and
+                          * handouts over memory a live block holds */
     uint64_t device_ticks; /* modelled makespan: when the last stream finishes */
     uint64_t device_calls; /* device entries the allocator called during the timed
                             * replay (on an accelerator, each is a driver call) */

@@ -431,6 +431,7 @@ typedef struct replay {
     ag_vec *uses;        /* per ID: use_at, the streams that used it so far */
     retired *ret;        /* the treap's root */
     uint32_t nret;       /* its nodes */
+    retired *held;       /* the live blocks' memory (nodes without uses) */
     uint32_t rng;        /* xorshift state of the priorities */
     uintptr_t last_lo;   /* where the last retire put its node (a failed
                           * free may leave its block object recycled) */
@@ -683,14 +684,62 @@ static ag_status ret_carve(replay *r, uintptr_t lo, uintptr_t hi, uint32_t s)
     return AG_OK;
 }
 
+/* A node for id's block's range (*out), that range carved out of the
+ * retired memory first, each node it overlapped checked for stream s
+ * (UINT32_MAX: none).  On failure nothing changed. */
+static ag_status carve_for(replay *r, uint32_t id, uint32_t s, retired **out)
+{
+    uintptr_t lo = (uintptr_t)ag_block_ptr(r->blk[id]);
+    retired *e = ret_new(r, lo, lo + ag_block_size(r->blk[id]));
+    if (!e)
+        return AG_OOM(r->ctx);
+    ag_status st = ret_carve(r, e->lo, e->hi, s);
+    if (st != AG_OK) {
+        ret_free(r, e);
+        return st;
+    }
+    *out = e;
+    return AG_OK;
+}
+
 /* The block just handed to stream s for ID id must be ordered after every
  * earlier use of any memory it overlaps; that memory is no longer retired
- * (the new owner's own uses will stand for it). */
+ * (the new owner's own uses will stand for it), and held by the block. */
 static ag_status check_handout(replay *r, uint32_t id, uint32_t s)
 {
-    ag_block *b = r->blk[id];
-    uintptr_t lo = (uintptr_t)ag_block_ptr(b);
-    return ret_carve(r, lo, lo + ag_block_size(b), s);
+    retired *h = NULL;
+    AG_TRY(carve_for(r, id, s, &h));
+    uintptr_t lo = h->lo, hi = h->hi;
+    /* nor over a live block's memory: the one that starts last below hi
+     * is the only one that can reach past lo (live blocks are disjoint
+     * unless this has counted already) */
+    const retired *pred = NULL;
+    for (const retired *t = r->held; t;)
+        if (t->lo < hi) {
+            pred = t;
+            t = t->right;
+        } else {
+            t = t->left;
+        }
+    if (pred && pred->hi > lo)
+        r->violations++;
+    retired *left, *right;
+    ret_split(r->held, lo, &left, &right);
+    r->held = ret_merge(ret_merge(left, h), right);
+    return AG_OK;
+}
+
+/* The memory of a block at lo is no longer held (its last free). */
+static void unhold(replay *r, uintptr_t lo)
+{
+    retired *left, *mid, *right;
+    ret_split(r->held, lo, &left, &mid);
+    ret_split(mid, lo + 1u, &mid, &right);
+    ag_assert(mid);
+    retired *gone = mid;
+    mid = ret_merge(gone->left, gone->right);
+    ret_free(r, gone);
+    r->held = ret_merge(ret_merge(left, mid), right);
 }
 
 /* The memory of id keeps its uses, for the blocks handed out over it
@@ -699,16 +748,9 @@ static ag_status check_handout(replay *r, uint32_t id, uint32_t s)
  * overlap.) */
 static ag_status retire(replay *r, uint32_t id)
 {
-    uintptr_t lo = (uintptr_t)ag_block_ptr(r->blk[id]);
-    uintptr_t hi = lo + ag_block_size(r->blk[id]);
-    retired *e = ret_new(r, lo, hi);
-    if (!e)
-        return AG_OOM(r->ctx);
-    ag_status st = ret_carve(r, lo, hi, UINT32_MAX);
-    if (st != AG_OK) {
-        ret_free(r, e);
-        return st;
-    }
+    retired *e = NULL;
+    AG_TRY(carve_for(r, id, UINT32_MAX, &e));
+    uintptr_t lo = e->lo;
     e->uses = r->uses[id];
     memset(&r->uses[id], 0, sizeof r->uses[id]);
     retired *left, *right;
@@ -822,6 +864,7 @@ static ag_status run_op(replay *r, const trace_op *op)
         }
         /* the last free makes the memory reusable: retire it first */
         bool last = r->users[op->id] == 1;
+        uintptr_t lo = (uintptr_t)ag_block_ptr(b);
         if (r->check && last)
             AG_TRY(retire(r, op->id));
         ag_status st = ag_alloc_free(r->a, b, op->s1);
@@ -833,6 +876,8 @@ static ag_status run_op(replay *r, const trace_op *op)
         if (--r->users[op->id] == 0) {
             r->blk[op->id] = NULL;
             r->live--;
+            if (r->check)
+                unhold(r, lo);
         }
         return AG_OK;
     }
@@ -888,6 +933,7 @@ static void replay_free(replay *r, ag_device *tdev, ag_dev_stream **streams)
     }
     ag_device_destroy(tdev);
     ret_free_all(r, r->ret);
+    ret_free_all(r, r->held);
     ag_free(ctx, r->blk, (size_t)r->t->nids * sizeof *r->blk);
     ag_free(ctx, r->pool, r->t->pools.len * sizeof *r->pool);
     ag_free(ctx, r->users, (size_t)r->t->nids * sizeof *r->users);
