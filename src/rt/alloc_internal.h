@@ -690,7 +690,9 @@ typedef struct ag_move {
 /* Pool span for size on stream (pool small or large), growing the pool
  * from L1 (multi) or the device (baseline), trimming and retrying; tried:
  * the caller already found no cached span there; mv: ag_pool_can_move's
- * pick for the same request, with nothing changed since (or NULL). */
+ * pick for the same request, with nothing changed since (or NULL): when
+ * that region cannot move after all, *out is NULL with AG_OK and nothing
+ * grew. */
 ag_status ag_pool_take(ag_memalloc *a, uint32_t stream, uint64_t size, bool tried, const ag_move *mv, uint32_t *pool,
                        ag_span **out);
 /* The host records a growth of stream's pool for size may need (the

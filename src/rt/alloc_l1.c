@@ -407,6 +407,12 @@ ag_status ag_pool_take(ag_memalloc *a, uint32_t stream, uint64_t size, bool trie
         ag_span *w = move ? steal_ordered(a, region, mv) : NULL;
         if (w) {
             s = ag_heap_adopt(h, w, size);
+        } else if (mv && mv->span) {
+            /* the move the caller counted on has no event (a stream
+             * captures, or no host memory): nothing grows before it looks */
+            *pool = p;
+            *out = NULL;
+            return AG_OK;
         } else {
             a->steal_tried = move;
             st = ag_heap_grow_take(h, region, size, &s);

@@ -80,6 +80,7 @@ static __attribute__((noinline)) ag_status malloc_miss(ag_memalloc *a, uint32_t 
 {
     ag_astream *as = &a->st[stream];
     bool polled = false, reclaimed = false, looked = true; /* by ag_multi_malloc */
+    bool unmoved = false; /* a region counted on to move in could not */
     ag_move mv = {NULL, 0};
 again:;
     uint32_t pool = ag_pool_of(a, r);
@@ -112,7 +113,7 @@ again:;
     if (!span && a->cfg.borrow && as->borrow.count)
         lent = ag_borrow_take(a, &as->borrow, r, 2u * r);
     if (!span && !lent && (a->npend || a->nlazy) && !polled &&
-        !ag_pool_can_move(a, stream, r, &mv)) {
+        (unmoved || !ag_pool_can_move(a, stream, r, &mv))) {
         /* before growing: the waiting blocks whose users are idle now,
          * and what the deferred frees' events release (into the pool or
          * the recent blocks); then look again.  A wholly free region of
@@ -134,6 +135,12 @@ again:;
         }
         st = ag_pool_take(a, stream, r, true, &mv, &pool, &span);
         mv.span = NULL;
+        if (st == AG_OK && !span) {
+            /* the region did not move: the look comes first after all */
+            ag_block_put(a, b);
+            unmoved = true;
+            goto again;
+        }
         if (st == AG_ENOMEM && a->cfg.borrow && as->borrow.count &&
             (lent = ag_borrow_take(a, &as->borrow, r, UINT64_MAX)) != NULL)
             ag_ctx_clear_error(a->ctx); /* served: the device's refusal is no failure */

@@ -435,42 +435,62 @@ static void test_fallback_at_miss(void **state)
 
 /* A pool miss that a wholly free region of another pool serves grows
  * nothing: the waiting blocks are left to their notices (no look, no
- * event).  A miss that would grow looks at them first. */
+ * event).  A miss that would grow looks at them first, also one whose
+ * region cannot move after all (its owner captures: no event orders it). */
 static void test_miss_moves_before_look(void **state)
 {
     (void)state;
-    fix f;
-    fix_open(&f, 3, AG_ALLOC_MULTI, 0);
-    atomic_int open = 0;
-    /* stream 2's first small region, wholly free again once the block
-     * waits (its miss came first: nothing waited to look at) */
-    ag_block *r = xmalloc(&f, 2, 256u << 10);
-    void *moved = ag_block_ptr(r);
-    ag_block *fill = NULL;
-    (void)waiting_in_full_region(&f, &open, &fill);
-    assert_int_equal(ag_alloc_free(f.a, r, 2), AG_OK); /* L1 holds nothing more */
-    ag_alloc_stats s = stats(f.a);
-    uint64_t grown = s.device_allocs;
-    ag_block *c = xmalloc(&f, 0, 128u << 10); /* a miss: 2's region moves to 0 */
-    s = stats(f.a);
-    assert_ptr_equal(ag_block_ptr(c), moved);
-    assert_int_equal(s.regions_moved, 1);
-    assert_int_equal(s.device_allocs, grown);
-    assert_int_equal(s.fallbacks_recorded, 0);
-    assert_int_equal(f.a->npend, 0);
-    assert_int_equal(f.a->nlazy, 1); /* b still waits, unlooked at */
-    assert_int_equal(s.pending, 128u << 10);
-    ag_block *d = xmalloc(&f, 0, 128u << 10); /* the rest of the moved region */
-    ag_block *e = xmalloc(&f, 0, 128u << 10); /* a miss that would grow: the look */
-    s = stats(f.a);
-    assert_int_equal(s.fallbacks_recorded, 1);
-    assert_int_equal(f.a->npend, 1);
-    assert_int_equal(s.regions_moved, 1);
-    atomic_store(&open, 1);
-    ag_block *blocks[] = {c, d, e, fill};
-    for (int k = 0; k < 4; k++)
-        assert_int_equal(ag_alloc_free(f.a, blocks[k], 0), AG_OK);
-    fix_close(&f);
+    for (int captured = 0; captured <= 1; captured++) {
+        fix f;
+        fix_open(&f, 3, AG_ALLOC_MULTI, 0);
+        atomic_int open = 0;
+        /* stream 2's first small region, wholly free again once the block
+         * waits (its miss came first: nothing waited to look at) */
+        ag_block *r = xmalloc(&f, 2, 256u << 10);
+        void *moved = ag_block_ptr(r);
+        ag_block *fill = NULL;
+        (void)waiting_in_full_region(&f, &open, &fill);
+        assert_int_equal(ag_alloc_free(f.a, r, 2), AG_OK); /* L1 holds nothing more */
+        if (captured)
+            assert_int_equal(ag_dev_capture_begin(f.dev, f.s[2]), AG_OK);
+        ag_alloc_stats s = stats(f.a);
+        uint64_t grown = s.device_allocs;
+        ag_block *c = xmalloc(&f, 0, 128u << 10); /* a miss: 2's region moves to 0 */
+        s = stats(f.a);
+        if (captured) {
+            ag_dev_graph *g = NULL;
+            assert_ptr_not_equal(ag_block_ptr(c), moved);
+            assert_int_equal(s.regions_moved, 0);
+            assert_true(s.capture_waits > 0);
+            assert_int_equal(s.fallbacks_recorded, 1); /* before the growth */
+            assert_true(s.device_allocs > grown);
+            assert_int_equal(ag_dev_capture_end(f.dev, f.s[2], &g), AG_OK);
+            ag_dev_graph_destroy(f.dev, g);
+            atomic_store(&open, 1);
+            assert_int_equal(ag_alloc_free(f.a, c, 0), AG_OK);
+            assert_int_equal(ag_alloc_free(f.a, fill, 0), AG_OK);
+            fix_close(&f);
+            continue;
+        }
+        assert_ptr_equal(ag_block_ptr(c), moved);
+        assert_int_equal(s.regions_moved, 1);
+        assert_int_equal(s.device_allocs, grown);
+        assert_int_equal(s.fallbacks_recorded, 0);
+        assert_int_equal(f.a->npend, 0);
+        assert_int_equal(f.a->nlazy, 1); /* b still waits, unlooked at */
+        assert_int_equal(s.pending, 128u << 10);
+        ag_block *d = xmalloc(&f, 0, 128u << 10); /* the rest of the moved region */
+        ag_block *e = xmalloc(&f, 0, 128u << 10); /* a miss that would grow: the look */
+        s = stats(f.a);
+        assert_int_equal(s.fallbacks_recorded, 1);
+        assert_int_equal(f.a->npend, 1);
+        assert_int_equal(s.regions_moved, 1);
+        atomic_store(&open, 1);
+        ag_block *blocks[] = {c, d, e, fill};
+        for (int k = 0; k < 4; k++)
+            assert_int_equal(ag_alloc_free(f.a, blocks[k], 0), AG_OK);
+        fix_close(&f);
+    }
 }
 
 /* At least fallback_min bytes, the event is recorded at the last free; the
