@@ -367,20 +367,32 @@ static uint64_t pool_region(const ag_memalloc *a, uint32_t p, uint64_t size)
     return region;
 }
 
-/* (multi mode with steal, L1 caching less than the region, and a region
- * of another pool that fits: the same test as ag_pool_take's) */
-bool ag_pool_can_move(ag_memalloc *a, uint32_t stream, uint64_t size, ag_move *mv)
+/* Stream's pool p is to grow for a request of size bytes (what region
+ * moves and L1's takes weigh). */
+static ag_heap *grow_for(ag_memalloc *a, uint32_t stream, uint32_t p, uint64_t size)
 {
-    mv->span = NULL;
-    if (a->cfg.mode != AG_ALLOC_MULTI || !a->cfg.steal)
-        return false;
-    uint32_t p = ag_pool_of(a, size);
-    uint64_t region = pool_region(a, p, size);
-    if (ag_heap_cached(&a->l1) >= region)
-        return false;
     a->grow_stream = stream;
     a->grow_heap = &a->st[stream].pool[p];
     a->grow_want = size;
+    return a->grow_heap;
+}
+
+/* Whether a pool grows by region through a wholly free region of another
+ * pool: multi mode with steal, when L1 has no room cached (a move costs
+ * less than l1_take, backing and all). */
+static bool grows_by_move(const ag_memalloc *a, uint64_t region)
+{
+    return a->cfg.mode == AG_ALLOC_MULTI && a->cfg.steal && ag_heap_cached(&a->l1) < region;
+}
+
+bool ag_pool_can_move(ag_memalloc *a, uint32_t stream, uint64_t size, ag_move *mv)
+{
+    uint32_t p = ag_pool_of(a, size);
+    uint64_t region = pool_region(a, p, size);
+    mv->span = NULL;
+    if (!grows_by_move(a, region))
+        return false;
+    grow_for(a, stream, p, size);
     mv->span = steal_pick(a, region, &mv->owner);
     return mv->span != NULL;
 }
@@ -390,19 +402,13 @@ ag_status ag_pool_take(ag_memalloc *a, uint32_t stream, uint64_t size, bool trie
 {
     const ag_alloc_config *c = &a->cfg;
     uint32_t p = ag_pool_of(a, size);
-    ag_heap *h = &a->st[stream].pool[p];
-    a->grow_stream = stream;
-    a->grow_heap = h;
-    a->grow_want = size;
+    ag_heap *h = grow_for(a, stream, p, size);
     AG_TRY(ag_heap_reserve(h));
     ag_span *s = tried ? NULL : ag_heap_take(h, size);
     if (!s) {
-        bool cut = a->cfg.mode == AG_ALLOC_MULTI && a->cfg.steal;
         uint64_t region = pool_region(a, p, size);
         ag_status st = AG_OK;
-        /* When L1 has no room cached, a free region of another pool moves
-         * here whole, backing and all (as l1_take would, at less cost). */
-        bool move = cut && ag_heap_cached(&a->l1) < region;
+        bool move = grows_by_move(a, region);
         AG_TRY(ag_pool_prepare(a, stream, size)); /* a record for the region, moved or grown */
         ag_span *w = move ? steal_ordered(a, region, mv) : NULL;
         if (w) {

@@ -592,6 +592,28 @@ static retired *ret_new(replay *r, uintptr_t lo, uintptr_t hi)
     return e;
 }
 
+/* The node of t that starts last below key (NULL: none). */
+static retired *ret_last_below(retired *t, uintptr_t key)
+{
+    retired *pred = NULL;
+    while (t)
+        if (t->lo < key) {
+            pred = t;
+            t = t->right;
+        } else {
+            t = t->left;
+        }
+    return pred;
+}
+
+/* Puts e into the treap at *root, by its lo. */
+static void ret_insert(retired **root, retired *e)
+{
+    retired *left, *right;
+    ret_split(*root, e->lo, &left, &right);
+    *root = ret_merge(ret_merge(left, e), right);
+}
+
 /* The treap's shape (debug level 3): in order of lo, ranges disjoint and
  * not empty, each priority at least its children's; the nodes counted. */
 static uint32_t ret_valid(const retired *t, uintptr_t lo, uintptr_t hi)
@@ -645,14 +667,7 @@ static retired *ret_drain(replay *r, retired *t, uintptr_t hi, uint32_t s)
  * changes, so that a host out of memory leaves the treap as it was. */
 static ag_status ret_carve(replay *r, uintptr_t lo, uintptr_t hi, uint32_t s)
 {
-    retired *pred = NULL; /* the node that starts last before lo */
-    for (retired *t = r->ret; t;)
-        if (t->lo < lo) {
-            pred = t;
-            t = t->right;
-        } else {
-            t = t->left;
-        }
+    retired *pred = ret_last_below(r->ret, lo);
     retired *piece = NULL;
     if (pred && pred->hi > hi) {
         piece = ret_new(r, hi, pred->hi);
@@ -713,19 +728,10 @@ static ag_status check_handout(replay *r, uint32_t id, uint32_t s)
     /* nor over a live block's memory: the one that starts last below hi
      * is the only one that can reach past lo (live blocks are disjoint
      * unless this has counted already) */
-    const retired *pred = NULL;
-    for (const retired *t = r->held; t;)
-        if (t->lo < hi) {
-            pred = t;
-            t = t->right;
-        } else {
-            t = t->left;
-        }
+    const retired *pred = ret_last_below(r->held, hi);
     if (pred && pred->hi > lo)
         r->violations++;
-    retired *left, *right;
-    ret_split(r->held, lo, &left, &right);
-    r->held = ret_merge(ret_merge(left, h), right);
+    ret_insert(&r->held, h);
     return AG_OK;
 }
 
@@ -750,14 +756,11 @@ static ag_status retire(replay *r, uint32_t id)
 {
     retired *e = NULL;
     AG_TRY(carve_for(r, id, UINT32_MAX, &e));
-    uintptr_t lo = e->lo;
     e->uses = r->uses[id];
     memset(&r->uses[id], 0, sizeof r->uses[id]);
-    retired *left, *right;
-    ret_split(r->ret, lo, &left, &right);
-    r->ret = ret_merge(ret_merge(left, e), right);
+    ret_insert(&r->ret, e);
     r->nret++;
-    r->last_lo = lo;
+    r->last_lo = e->lo;
     return AG_OK;
 }
 
