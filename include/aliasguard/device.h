@@ -74,7 +74,9 @@ extern "C" {
  * returning a failure, work touching memory that is no longer allocated,
  * ag_dev_poison, or a fault wrapper in poisoning mode.  Poison is sticky, as
  * on a real accelerator: queued work is dropped (streams still drain, so
- * waits return), and every later entry returns AG_EDEVICE with the reason,
+ * waits return; a kernel already running is waited for by every
+ * synchronising entry, so what it touches may be freed once one returns),
+ * and every later entry returns AG_EDEVICE with the reason,
  * except mem_free, the destroy functions, device_state and stats, which keep
  * working so that a program can clean up without leaking.  A copy, memset
  * or graph launch whose ranges are wrong is refused with AG_EINVAL in

@@ -1033,9 +1033,12 @@ static ag_status sim_event_synchronize(void *impl, ag_dev_event *e)
         st = AG_ERR(d->ctx, AG_EINVAL, "device event_synchronize: called from a kernel (would never return)");
     } else {
         /* the point the event stands for now: a record another thread
-         * makes meanwhile is not waited for */
+         * makes meanwhile is not waited for.  Poisoned, the queue ahead of
+         * it drains at once (dropped), but a kernel already running is
+         * waited for, as stream_synchronize does: the caller may free what
+         * it touches once this returns. */
         const ag_dev_event at = *e;
-        while (!d->poisoned && !event_done(d, &at))
+        while (!event_done(d, &at))
             pthread_cond_wait(&d->cv_progress, &d->mu);
         args_reclaim(d);
         if (d->poisoned)

@@ -2547,33 +2547,65 @@ static void test_poison_ends_stream_wait(void **state)
     gate_fini(&start);
 }
 
-/* On a poisoned device event_synchronize returns AG_EDEVICE at once, though
- * the event's point lies behind a kernel that is still running. */
-static void test_event_synchronize_poisoned(void **state)
+/* Opens a gate after a nap, noting first that it did: a call that returns
+ * before the note returned with the gated kernel still running. */
+typedef struct late_opener {
+    pthread_t th;
+    gate *g;
+    atomic_int opened;
+} late_opener;
+
+static void *late_opener_main(void *arg)
+{
+    late_opener *o = arg;
+    nap_ms(100);
+    atomic_store(&o->opened, 1);
+    gate_open(o->g);
+    return NULL;
+}
+
+/* On a poisoned device each synchronising entry (event, stream, device)
+ * still waits for a kernel already running, so that the host may free what
+ * it touches once the call returns, and then returns AG_EDEVICE.  The
+ * work queued behind the kernel is dropped. */
+static void test_synchronize_poisoned_waits_running(void **state)
 {
     (void)state;
-    ag_ctx *ctx = agtest_ctx();
-    devfix f;
-    devfix_open(&f, ctx, 1, 1);
-    ag_device *dev = f.dev;
-    ag_dev_stream *s = f.h.s[0];
-    ag_dev_event *e = f.h.e[0];
-    gate held;
-    gate_init(&held);
-    assert_int_equal(ag_dev_launch(dev, s, gate_kernel, &held, "held"), AG_OK);
-    assert_int_equal(ag_dev_event_record(dev, e, s), AG_OK);
-    gate_wait_entered(&held); /* running: poison cannot drop it */
-    ag_dev_poison(dev, "a test fault");
-    watchdog w;
-    watchdog_start(&w, &held);
-    ag_status st = ag_dev_event_synchronize(dev, e);
-    bool fired = watchdog_stop(&w);
-    gate_open(&held);
-    assert_false(fired); /* returned with the kernel still running */
-    assert_int_equal(st, AG_EDEVICE);
-    assert_errmsg(ctx, "event_synchronize: the device is poisoned: a test fault");
-    devfix_close(&f);
-    gate_fini(&held);
+    static const char *const entry[] = {"event_synchronize", "stream_synchronize", "synchronize"};
+    for (int which = 0; which < 3; which++) {
+        ag_ctx *ctx = agtest_ctx();
+        devfix f;
+        devfix_open(&f, ctx, 1, 1);
+        ag_device *dev = f.dev;
+        ag_dev_stream *s = f.h.s[0];
+        ag_dev_event *e = f.h.e[0];
+        gate held;
+        gate_init(&held);
+        int after = 0;
+        assert_int_equal(ag_dev_launch(dev, s, gate_kernel, &held, "held"), AG_OK);
+        assert_int_equal(ag_dev_event_record(dev, e, s), AG_OK);
+        assert_int_equal(ag_dev_launch(dev, s, incr_kernel, &after, "after"), AG_OK);
+        gate_wait_entered(&held); /* running: poison cannot drop it */
+        ag_dev_poison(dev, "a test fault");
+        late_opener o = {.g = &held};
+        atomic_init(&o.opened, 0);
+        assert_int_equal(pthread_create(&o.th, NULL, late_opener_main, &o), 0);
+        ag_status st = which == 0   ? ag_dev_event_synchronize(dev, e)
+                       : which == 1 ? ag_dev_stream_synchronize(dev, s)
+                                    : ag_dev_synchronize(dev);
+        int opened = atomic_load(&o.opened);
+        pthread_join(o.th, NULL);
+        assert_int_equal(opened, 1); /* not back before the kernel ended */
+        assert_int_equal(st, AG_EDEVICE);
+        char want[96];
+        snprintf(want, sizeof want, "%s: the device is poisoned: a test fault", entry[which]);
+        assert_errmsg(ctx, want);
+        assert_int_equal(ag_dev_stream_synchronize(dev, s), AG_EDEVICE);
+        assert_int_equal(after, 0);
+        assert_int_equal(stats(dev).dropped, 1);
+        devfix_close(&f);
+        gate_fini(&held);
+    }
 }
 
 /* A stream's queue (16 operations at first) grows only when an operation
@@ -3615,7 +3647,7 @@ int main(void)
         cmocka_unit_test(test_graph_launch_poisoned),
         cmocka_unit_test(test_copy_null_side),
         cmocka_unit_test(test_poison_ends_stream_wait),
-        cmocka_unit_test(test_event_synchronize_poisoned),
+        cmocka_unit_test(test_synchronize_poisoned_waits_running),
         cmocka_unit_test(test_queue_grows_on_demand),
         cmocka_unit_test(test_copy_into_freed_host_poisons),
         cmocka_unit_test(test_mem_alloc_bounds),
