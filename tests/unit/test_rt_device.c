@@ -1184,6 +1184,32 @@ static void alias_mem_free(void *impl, void *ptr)
     lg_mem_free(impl, ptr);
 }
 
+/* Replays text under the check on a device of table ops over a simulated
+ * one (hbm bytes), in mode, with the pools private to their streams when
+ * private_pools (no borrow, no steal); the result. */
+static ag_alloc_replay_result checked_replay(ag_device_ops ops, size_t hbm, const char *text, int mode,
+                                             bool private_pools)
+{
+    ag_ctx *ctx = agtest_ctx();
+    ag_device *inner = sim(ctx, hbm, 0, 0), *dev = NULL;
+    assert_int_equal(ag_device_create(ctx, &ops, inner, &dev), AG_OK);
+    ag_alloc_trace *t = NULL;
+    assert_int_equal(ag_alloc_trace_parse(ctx, "t", text, strlen(text), &t), AG_OK);
+    ag_alloc_config c;
+    ag_alloc_config_default(&c);
+    c.mode = (ag_alloc_mode)mode;
+    if (private_pools)
+        c.borrow = c.steal = 0;
+    ag_alloc_replay_opts o = {.size = sizeof o, .check = true};
+    ag_alloc_replay_result r = {.size = sizeof r};
+    assert_int_equal(ag_alloc_replay(ctx, dev, t, &c, &o, &r), AG_OK);
+    ag_alloc_trace_destroy(t);
+    ag_device_destroy(dev);
+    ag_device_destroy(inner);
+    ag_ctx_destroy(ctx);
+    return r;
+}
+
 /* The replay's check counts a block handed out over memory that a live
  * block holds, in either mode: two 12 MiB requests on a device that gives
  * both the same memory.  The same trace on a forwarding device counts
@@ -1194,8 +1220,6 @@ static void test_check_sees_live_overlap(void **state)
     static const char text[] = "alloc a 12582912 0\nalloc b 12582912 1\nfree a 0\nfree b 1\n";
     for (int mode = 0; mode < 2; mode++)
         for (int alias = 0; alias <= 1; alias++) {
-            ag_ctx *ctx = agtest_ctx();
-            ag_device *inner = sim(ctx, 64u << 20, 0, 0), *dev = NULL;
             ag_device_ops ops = full_ops(alias ? "alias" : "forward", lg_stream_query);
             if (alias) {
                 ops.mem_alloc = alias_mem_alloc;
@@ -1203,23 +1227,59 @@ static void test_check_sees_live_overlap(void **state)
             }
             alias_first = NULL;
             alias_dups = 0;
-            assert_int_equal(ag_device_create(ctx, &ops, inner, &dev), AG_OK);
-            ag_alloc_trace *t = NULL;
-            assert_int_equal(ag_alloc_trace_parse(ctx, "t", text, strlen(text), &t), AG_OK);
-            ag_alloc_config c;
-            ag_alloc_config_default(&c);
-            c.mode = (ag_alloc_mode)mode;
-            ag_alloc_replay_opts o = {.size = sizeof o, .check = true};
-            ag_alloc_replay_result r = {.size = sizeof r};
-            assert_int_equal(ag_alloc_replay(ctx, dev, t, &c, &o, &r), AG_OK);
+            ag_alloc_replay_result r = checked_replay(ops, 64u << 20, text, mode, false);
             assert_int_equal(r.violations, alias ? 1 : 0);
             assert_int_equal(alias_dups, 0); /* the alias was made, and freed */
             assert_int_equal(r.stats.device_allocs, 2);
-            ag_alloc_trace_destroy(t);
-            ag_device_destroy(dev);
-            ag_device_destroy(inner);
-            ag_ctx_destroy(ctx);
         }
+}
+
+/* A device whose k-th allocation is the memory at inside_at[k] of one
+ * buffer (a backend reusing addresses inside memory it was given back);
+ * its frees keep the buffer. */
+static char *inside_buf;
+static uint32_t inside_k;
+static const size_t inside_at[] = {0, 2u << 20, 14u << 20};
+static ag_status inside_mem_alloc(void *impl, ag_mem_type type, size_t bytes, size_t align, void **out)
+{
+    (void)impl, (void)type, (void)align;
+    assert_true(inside_k < sizeof inside_at / sizeof *inside_at);
+    assert_true(inside_at[inside_k] + bytes <= (64u << 20));
+    *out = inside_buf + inside_at[inside_k++];
+    return AG_OK;
+}
+static void inside_mem_free(void *impl, void *ptr)
+{
+    (void)impl;
+    assert_true((char *)ptr >= inside_buf && (char *)ptr < inside_buf + (64u << 20));
+}
+
+/* The replay's check splits freed memory that a handout starts inside: a
+ * 24 MiB block freed on stream 0 is at [0, 24M); stream 1 gets [2M, 12M)
+ * unordered (its front, [0, 2M), stays freed; counted once), frees it, and
+ * stream 2 gets [14M, 24M), inside the freed tail [12M, 24M) and ending
+ * with it: that tail kept stream 0's use (counted again).  Stream 1 then gets
+ * b's memory back from its pool: ordered after b, and after nothing of a's
+ * (the front was cut at 2M).  With the pools private to their streams every
+ * other request reaches the device, in either mode. */
+static void test_check_splits_freed_range(void **state)
+{
+    (void)state;
+    static const char text[] = "alloc a 25165824 0\nfree a 0\nalloc b 10485760 1\nfree b 1\n"
+                               "alloc c 10485760 2\nfree c 2\nalloc d 10485760 1\nfree d 1\n";
+    inside_buf = malloc(64u << 20);
+    assert_non_null(inside_buf);
+    for (int mode = 0; mode < 2; mode++) {
+        ag_device_ops ops = full_ops("inside", lg_stream_query);
+        ops.mem_alloc = inside_mem_alloc;
+        ops.mem_free = inside_mem_free;
+        inside_k = 0;
+        ag_alloc_replay_result r = checked_replay(ops, 1u << 20, text, mode, true);
+        assert_int_equal(inside_k, 3);
+        assert_int_equal(r.violations, 2);
+    }
+    free(inside_buf);
+    inside_buf = NULL;
 }
 
 /* A record that the device refuses for want of host memory, once armed. */
@@ -3631,6 +3691,7 @@ int main(void)
         cmocka_unit_test(test_legacy_table),
         cmocka_unit_test(test_record_nomem_after_release),
         cmocka_unit_test(test_check_sees_live_overlap),
+        cmocka_unit_test(test_check_splits_freed_range),
         cmocka_unit_test(test_legacy_fallback_now),
         cmocka_unit_test(test_capture_between_query_and_record),
         cmocka_unit_test(test_capture_ends_before_question),
