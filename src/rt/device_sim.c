@@ -893,44 +893,6 @@ static void sim_event_destroy(void *impl, ag_dev_event *e)
     unlock(d);
 }
 
-/* Records e on s; on a capturing stream, captures the record (eager NULL)
- * or, for the eager form, declines it (*eager false). */
-static inline __attribute__((always_inline)) ag_status event_record_in(sim *d, ag_dev_event *e, ag_dev_stream *s,
-                                                                       bool *eager)
-{
-    ag_status st = AG_OK;
-    lock(d);
-    ag_assert(e->magic == EVENT_MAGIC && e->dev == d && !e->user_dead);
-    ag_assert(s->magic == STREAM_MAGIC && s->dev == d);
-    if (d->poisoned) {
-        st = poisoned_err(d, eager ? "event_record_eager" : "event_record");
-    } else if (s->capturing && eager) {
-        *eager = false;
-    } else if (s->capturing) {
-        sim_op op = {.kind = OP_RECORD_EV, .event = e};
-        st = submit(d, s, &op);
-    } else {
-        e->recorded = true;
-        e->stream_id = s->id;
-        e->seq = s->enq_seq;
-        d->st.records++;
-        if (eager)
-            *eager = true;
-    }
-    unlock(d);
-    return st;
-}
-
-static ag_status sim_event_record(void *impl, ag_dev_event *e, ag_dev_stream *s)
-{
-    return event_record_in(impl, e, s, NULL);
-}
-
-static ag_status sim_event_record_eager(void *impl, ag_dev_event *e, ag_dev_stream *s, bool *recorded)
-{
-    return event_record_in(impl, e, s, recorded);
-}
-
 /* Enqueues on s a wait for e's current point (lock held, s not capturing). */
 static ag_status wait_event_now(sim *d, ag_dev_stream *s, const ag_dev_event *e)
 {
@@ -945,23 +907,33 @@ static ag_status wait_event_now(sim *d, ag_dev_stream *s, const ag_dev_event *e)
     return st;
 }
 
-/* The same for a wait: enqueued, captured (eager NULL), or declined. */
-static inline __attribute__((always_inline)) ag_status stream_wait_in(sim *d, ag_dev_stream *s, ag_dev_event *e,
-                                                                      bool *eager)
+/* Records e on s (kind OP_RECORD_EV) or makes s wait for e's current point
+ * (OP_WAIT_EV); on a capturing stream, captures it (eager NULL) or, for
+ * the eager forms, declines it (*eager false). */
+static inline __attribute__((always_inline)) ag_status event_op_in(sim *d, ag_dev_event *e, ag_dev_stream *s,
+                                                                   sim_op_kind kind, bool *eager)
 {
     ag_status st = AG_OK;
     lock(d);
     ag_assert(e->magic == EVENT_MAGIC && e->dev == d && !e->user_dead);
     ag_assert(s->magic == STREAM_MAGIC && s->dev == d);
     if (d->poisoned) {
-        st = poisoned_err(d, eager ? "stream_wait_event_eager" : "stream_wait_event");
+        st = poisoned_err(d, kind == OP_RECORD_EV ? (eager ? "event_record_eager" : "event_record")
+                                                  : (eager ? "stream_wait_event_eager" : "stream_wait_event"));
     } else if (s->capturing && eager) {
         *eager = false;
     } else if (s->capturing) {
-        sim_op op = {.kind = OP_WAIT_EV, .event = e};
+        sim_op op = {.kind = kind, .event = e};
         st = submit(d, s, &op);
     } else {
-        st = wait_event_now(d, s, e);
+        if (kind == OP_RECORD_EV) {
+            e->recorded = true;
+            e->stream_id = s->id;
+            e->seq = s->enq_seq;
+            d->st.records++;
+        } else {
+            st = wait_event_now(d, s, e);
+        }
         if (eager)
             *eager = true;
     }
@@ -969,14 +941,24 @@ static inline __attribute__((always_inline)) ag_status stream_wait_in(sim *d, ag
     return st;
 }
 
+static ag_status sim_event_record(void *impl, ag_dev_event *e, ag_dev_stream *s)
+{
+    return event_op_in(impl, e, s, OP_RECORD_EV, NULL);
+}
+
+static ag_status sim_event_record_eager(void *impl, ag_dev_event *e, ag_dev_stream *s, bool *recorded)
+{
+    return event_op_in(impl, e, s, OP_RECORD_EV, recorded);
+}
+
 static ag_status sim_stream_wait_event(void *impl, ag_dev_stream *s, ag_dev_event *e)
 {
-    return stream_wait_in(impl, s, e, NULL);
+    return event_op_in(impl, e, s, OP_WAIT_EV, NULL);
 }
 
 static ag_status sim_stream_wait_event_eager(void *impl, ag_dev_stream *s, ag_dev_event *e, bool *enqueued)
 {
-    return stream_wait_in(impl, s, e, enqueued);
+    return event_op_in(impl, e, s, OP_WAIT_EV, enqueued);
 }
 
 static ag_status sim_stream_query(void *impl, ag_dev_stream *s, bool *idle)
