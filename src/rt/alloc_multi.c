@@ -59,11 +59,15 @@ static ag_status miss_reclaim(ag_memalloc *a)
 {
     ag_status st = ag_lazy_flush(a);
     if (st != AG_OK) {
-        /* the poll still runs; the flush's refusal, and its message, stand */
+        /* the poll still runs; the flush's refusal, and its message, stand
+         * (the device's part too, which a failed request's message quotes) */
         ag_err_saved saved;
+        char devmsg[sizeof a->devmsg];
         ag_ctx_error_save(a->ctx, &saved);
+        memcpy(devmsg, a->devmsg, sizeof devmsg);
         (void)ag_base_poll(a, false);
         ag_ctx_error_restore(a->ctx, &saved);
+        memcpy(a->devmsg, devmsg, sizeof devmsg);
     } else {
         st = ag_base_poll(a, false);
     }

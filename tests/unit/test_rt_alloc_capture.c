@@ -445,6 +445,34 @@ static void test_poisoned_capture(void **state)
     fix_close(&f);
 }
 
+/* After a send captured into a graph, a wait for it waits for the graph's
+ * event (each launch records it again), not for the channel's earlier
+ * eager point: stream 1's eager send sits behind a gate, its captured one
+ * after it; with the graph never launched, stream 0's wait holds nothing
+ * back, and stream 0 stays idle. */
+static void test_wait_after_captured_send(void **state)
+{
+    (void)state;
+    fix f;
+    fix_open(&f, 2, AG_ALLOC_MULTI, 0);
+    atomic_int open = 0;
+    gate(&f, 1, &open);
+    assert_int_equal(ag_alloc_send(f.a, 1, 0), AG_OK); /* eager, behind the gate */
+    capture_begin(&f, 1);
+    assert_int_equal(ag_alloc_send(f.a, 1, 0), AG_OK); /* into the graph */
+    ag_dev_graph *g = NULL;
+    assert_int_equal(ag_dev_capture_end(f.dev, f.s[1], &g), AG_OK);
+    assert_int_equal(ag_alloc_wait(f.a, 0, 1), AG_OK);
+    bool idle = false;
+    assert_int_equal(ag_dev_stream_query(f.dev, f.s[0], &idle), AG_OK);
+    assert_true(idle);
+    assert_int_equal(stats(f.a).captured_kernels, 1);
+    atomic_store(&open, 1);
+    assert_int_equal(ag_dev_synchronize(f.dev), AG_OK);
+    ag_dev_graph_destroy(f.dev, g);
+    fix_close(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -457,6 +485,7 @@ int main(void)
         cmocka_unit_test(test_two_users_capture),
         cmocka_unit_test(test_borrow_home_from_capture),
         cmocka_unit_test(test_poisoned_capture),
+        cmocka_unit_test(test_wait_after_captured_send),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -320,18 +320,20 @@ static ag_status late_write_kernel(void *arg)
 
 /* Three streams of a simulated device, and a multi-mode allocator of them
  * on a fault wrapper of it that counts the calls of one entry (nothing
- * fails until the test sets fl.fail_at); cfg with its nstreams set. */
+ * fails until the test sets fl.fail_at); cfg with its nstreams set.  The
+ * allocator's context is the device's (ctx), or one of its own (actx). */
 typedef struct faulted {
-    ag_ctx *ctx;
+    ag_ctx *ctx, *actx;
     ag_device *sim, *dev;
     ag_dev_fault fl;
     ag_dev_stream *s[3];
     ag_memalloc *a;
 } faulted;
 
-static void faulted_open(faulted *f, uint32_t entry, ag_alloc_config *cfg)
+static void faulted_open_in(faulted *f, uint32_t entry, ag_alloc_config *cfg, bool apart)
 {
     f->ctx = agtest_ctx();
+    f->actx = apart ? agtest_ctx() : f->ctx;
     f->sim = f->dev = NULL;
     assert_int_equal(ag_device_sim_create(f->ctx, NULL, &f->sim), AG_OK);
     ag_dev_fault_init(&f->fl, AG_DEV_ENTRY_BIT(entry), 0, 0, AG_FAULT_RETURN);
@@ -340,7 +342,18 @@ static void faulted_open(faulted *f, uint32_t entry, ag_alloc_config *cfg)
         assert_int_equal(ag_dev_stream_create(f->sim, &f->s[k]), AG_OK);
     cfg->nstreams = 3;
     f->a = NULL;
-    assert_int_equal(ag_alloc_create(f->ctx, f->dev, f->s, cfg, &f->a), AG_OK);
+    assert_int_equal(ag_alloc_create(f->actx, f->dev, f->s, cfg, &f->a), AG_OK);
+}
+
+static void faulted_open(faulted *f, uint32_t entry, ag_alloc_config *cfg)
+{
+    faulted_open_in(f, entry, cfg, false);
+}
+
+/* The same with the allocator on a context apart from the device's. */
+static void faulted_open_apart(faulted *f, uint32_t entry, ag_alloc_config *cfg)
+{
+    faulted_open_in(f, entry, cfg, true);
 }
 
 static void faulted_close(faulted *f)
@@ -349,6 +362,8 @@ static void faulted_close(faulted *f)
     for (int k = 0; k < 3; k++)
         ag_dev_stream_destroy(f->sim, f->s[k]);
     ag_device_destroy(f->dev);
+    if (f->actx != f->ctx)
+        ag_ctx_destroy(f->actx);
     close_empty(f->ctx, f->sim);
 }
 
@@ -706,6 +721,282 @@ static void test_fallback_fault_sweep(void **state)
     }
 }
 
+/* A pool miss whose look at the waiting blocks is refused still polls the
+ * deferred frees' events: block w (4096 bytes, below fallback_min) waits
+ * for its notices while stream 1 is busy, and block d (fallback_min bytes)
+ * recorded its event on stream 2 at its last free; stream 2 is then idle.
+ * On a healthy device the miss's record for w is refused, yet its poll
+ * finds d's event complete and sends d home; w waits on, and the request
+ * is served.  On a poisoned device the request fails with the look's
+ * message, not the poll's that came after it. */
+static void refused_look_polls(bool poisoned)
+{
+    ag_alloc_config c;
+    ag_alloc_config_default(&c);
+    c.fallback_min = 65536;
+    c.poll_every = 0; /* the miss polls, nothing else does */
+    faulted f;
+    faulted_open(&f, AG_DEV_E_EVENT_RECORD, &c);
+    ag_memalloc *a = f.a;
+    atomic_int open1 = 0, open2 = 0;
+    assert_int_equal(ag_dev_launch(f.sim, f.s[1], gate_kernel, &open1, "gate"), AG_OK);
+    assert_int_equal(ag_dev_launch(f.sim, f.s[2], gate_kernel, &open2, "gate"), AG_OK);
+    ag_block *w = NULL, *d = NULL, *x = NULL;
+    assert_int_equal(ag_alloc_malloc(a, 0, 4096, &w), AG_OK);
+    assert_int_equal(ag_alloc_malloc(a, 0, 65536, &d), AG_OK);
+    assert_int_equal(ag_alloc_access(a, w, 1), AG_OK);
+    assert_int_equal(ag_alloc_access(a, d, 2), AG_OK);
+    assert_int_equal(ag_alloc_free(a, w, 1), AG_OK);
+    assert_int_equal(ag_alloc_free(a, w, 0), AG_OK);
+    assert_int_equal(ag_alloc_free(a, d, 2), AG_OK);
+    assert_int_equal(ag_alloc_free(a, d, 0), AG_OK);
+    assert_int_equal(a->nlazy, 1);
+    assert_int_equal(a->npend, 1);
+    atomic_store(&open2, 1);
+    assert_int_equal(ag_dev_stream_synchronize(f.sim, f.s[2]), AG_OK);
+    if (poisoned) {
+        ag_dev_poison(f.sim, "a test fault");
+        assert_int_equal(ag_alloc_malloc(a, 0, 1u << 20, &x), AG_EDEVICE);
+        /* the look's device call (event_create: no spare event was
+         * left for the record), not the poll's (event_query) */
+        assert_true(agtest_errmsg_has(f.ctx, "event_create: the device is poisoned: a test fault"));
+        assert_false(agtest_errmsg_has(f.ctx, "event_query"));
+        assert_int_equal(stats(a).reclaims_refused, 0);
+        atomic_store(&open1, 1);
+        faulted_close(&f);
+        return;
+    }
+    f.fl.fail_at = f.fl.calls + 1u; /* w's record on stream 1 */
+    assert_int_equal(ag_alloc_malloc(a, 0, 1u << 20, &x), AG_OK);
+    f.fl.fail_at = 0;
+    assert_int_equal(f.fl.nfail, 1);
+    ag_alloc_stats s = stats(a);
+    assert_int_equal(s.reclaims_refused, 1);
+    assert_int_equal(s.polled_recycles, 1);
+    assert_int_equal(s.pending, 4096);
+    assert_int_equal(a->npend, 0);
+    assert_int_equal(ag_ctx_last_status(f.ctx), AG_OK);
+    atomic_store(&open1, 1);
+    assert_int_equal(ag_alloc_free(a, x, 0), AG_OK);
+    assert_int_equal(ag_alloc_sync(a, AG_SYNC_CLEAN), AG_OK);
+    assert_int_equal(stats(a).pending, 0);
+    faulted_close(&f);
+}
+
+static void test_refused_look_polls(void **state)
+{
+    (void)state;
+    refused_look_polls(false);
+    refused_look_polls(true);
+}
+
+/* A growth the device fails (a poisoned device: AG_EDEVICE, not its
+ * refusal) fails the request at once: no trim, no reclaim, no retry
+ * counted, no oom, and the device's message. */
+static void test_growth_fails_at_once(void **state)
+{
+    (void)state;
+    fix f;
+    fix_open(&f, 2, AG_ALLOC_MULTI, 0);
+    ag_dev_poison(f.dev, "a test fault");
+    ag_block *b = NULL;
+    assert_int_equal(ag_alloc_malloc(f.a, 0, 4096, &b), AG_EDEVICE);
+    assert_null(b);
+    assert_true(agtest_errmsg_has(f.ctx, "a test fault"));
+    ag_alloc_stats s = stats(f.a);
+    assert_int_equal(s.retries, 0);
+    assert_int_equal(s.ooms, 0);
+    assert_int_equal(s.reserved, 0);
+    assert_int_equal(s.allocated, 0);
+    fix_close(&f);
+}
+
+/* The allocator's context need not be the device's: a periodic poll whose
+ * event query is refused (stream 1 busy, poll_every 1) leaves no error on
+ * either context once the request is served; the refusal is counted. */
+static void test_refused_poll_own_ctx(void **state)
+{
+    (void)state;
+    ag_alloc_config c;
+    ag_alloc_config_default(&c);
+    c.fallback_min = 0; /* the last free records its event at once */
+    c.poll_every = 1;
+    faulted f;
+    faulted_open_apart(&f, AG_DEV_E_EVENT_QUERY, &c);
+    ag_memalloc *a = f.a;
+    atomic_int open = 0;
+    assert_int_equal(ag_dev_launch(f.sim, f.s[1], gate_kernel, &open, "gate"), AG_OK);
+    ag_block *b = NULL, *x = NULL;
+    assert_int_equal(ag_alloc_malloc(a, 0, 4096, &b), AG_OK);
+    assert_int_equal(ag_alloc_access(a, b, 1), AG_OK);
+    assert_int_equal(ag_alloc_free(a, b, 1), AG_OK);
+    assert_int_equal(ag_alloc_free(a, b, 0), AG_OK);
+    assert_int_equal(a->npend, 1);
+    f.fl.fail_at = f.fl.calls + 1u;
+    assert_int_equal(ag_alloc_malloc(a, 0, 4096, &x), AG_OK);
+    f.fl.fail_at = 0;
+    assert_int_equal(f.fl.nfail, 1);
+    assert_int_equal(stats(a).reclaims_refused, 1);
+    assert_int_equal(ag_ctx_last_status(f.actx), AG_OK);
+    assert_string_equal(ag_ctx_errmsg(f.actx), "");
+    assert_int_equal(ag_ctx_last_status(f.ctx), AG_OK);
+    atomic_store(&open, 1);
+    assert_int_equal(ag_alloc_free(a, x, 0), AG_OK);
+    assert_int_equal(ag_alloc_sync(a, AG_SYNC_CLEAN), AG_OK);
+    assert_int_equal(stats(a).pending, 0);
+    faulted_close(&f);
+}
+
+/* A region move whose event the device cannot make (event_create refused
+ * once) is given up without failing the request, and leaves no error on
+ * the allocator's context (its own, not the device's): stream 0's free
+ * 3 MiB region stays, and the device grows for stream 1's request. */
+static void test_move_event_refused(void **state)
+{
+    (void)state;
+    ag_alloc_config c;
+    ag_alloc_config_default(&c);
+    faulted f;
+    faulted_open_apart(&f, AG_DEV_E_EVENT_CREATE, &c);
+    ag_memalloc *a = f.a;
+    ag_block *x = NULL, *y = NULL;
+    assert_int_equal(ag_alloc_malloc(a, 0, 3u << 20, &x), AG_OK);
+    void *px = ag_block_ptr(x);
+    assert_int_equal(ag_alloc_free(a, x, 0), AG_OK);
+    f.fl.fail_at = f.fl.calls + 1u;
+    assert_int_equal(ag_alloc_malloc(a, 1, 3u << 20, &y), AG_OK);
+    f.fl.fail_at = 0;
+    assert_int_equal(f.fl.nfail, 1);
+    assert_int_equal(ag_ctx_last_status(f.actx), AG_OK);
+    assert_string_equal(ag_ctx_errmsg(f.actx), "");
+    assert_int_equal(ag_ctx_last_status(f.ctx), AG_OK);
+    ag_alloc_stats s = stats(a);
+    assert_ptr_not_equal(ag_block_ptr(y), px);
+    assert_int_equal(s.regions_moved, 0);
+    assert_int_equal(s.device_allocs, 2);
+    assert_int_equal(ag_heap_cached(&a->st[0].pool[AG_POOL_LARGE]), 4u << 20);
+    assert_int_equal(ag_alloc_free(a, y, 1), AG_OK);
+    faulted_close(&f);
+}
+
+/* A large block's fallback whose second record is refused after the first
+ * was queued (fallback_min 0; users 1 and 2 busy; the record on stream 2
+ * refused): the queued event must not count for the block any more (its
+ * version moves), so that the block waits as a whole.  Once both users
+ * are done, the resource clean (which polls before it looks at the
+ * waiting blocks) sends it home. */
+static void test_second_record_refused(void **state)
+{
+    (void)state;
+    ag_alloc_config c;
+    ag_alloc_config_default(&c);
+    c.fallback_min = 0;
+    faulted f;
+    faulted_open(&f, AG_DEV_E_EVENT_RECORD, &c);
+    ag_memalloc *a = f.a;
+    ag_block *b = NULL;
+    assert_int_equal(ag_alloc_malloc(a, 0, 65536, &b), AG_OK);
+    uint32_t version = b->version;
+    char scratch[2][64];
+    late_write w[2] = {{.mem = scratch[0], .n = 64}, {.mem = scratch[1], .n = 64}};
+    for (uint32_t k = 1; k < 3; k++) {
+        assert_int_equal(ag_alloc_access(a, b, k), AG_OK);
+        assert_int_equal(ag_dev_launch(f.sim, f.s[k], late_write_kernel, &w[k - 1], "busy"), AG_OK);
+        assert_int_equal(ag_alloc_free(a, b, k), AG_OK);
+    }
+    f.fl.fail_at = f.fl.calls + 2u; /* the record on stream 2; stream 1's went through */
+    assert_int_equal(ag_alloc_free(a, b, 0), AG_EDEVICE);
+    f.fl.fail_at = 0;
+    assert_int_equal(f.fl.nfail, 1);
+    assert_int_equal(a->npend, 1);
+    assert_int_equal(a->nlazy, 1);
+    assert_int_equal(b->events, 0);
+    assert_int_equal(b->version, version + 1u);
+    assert_int_equal(stats(a).pending, 65536);
+    for (int k = 0; k < 2; k++)
+        atomic_store(&w[k].open, 1);
+    assert_int_equal(ag_alloc_sync(a, AG_SYNC_CLEAN), AG_OK);
+    ag_alloc_stats s = stats(a);
+    assert_int_equal(s.pending, 0);
+    assert_int_equal(s.polled_recycles, 1);
+    assert_int_equal(a->npend, 0);
+    faulted_close(&f);
+}
+
+/* A look whose first record is refused keeps every later waiting block
+ * waiting, unlooked at: blocks w0 and w1 (born on 0, used by stream 1,
+ * busy) wait; the miss's record for w0 is refused, so neither counts as
+ * recorded and both stay on the list.  Once stream 1 is done, the next
+ * miss sends both home. */
+static void test_refused_look_keeps_rest(void **state)
+{
+    (void)state;
+    ag_alloc_config c;
+    ag_alloc_config_default(&c);
+    c.poll_every = 0;
+    faulted f;
+    faulted_open(&f, AG_DEV_E_EVENT_RECORD, &c);
+    ag_memalloc *a = f.a;
+    atomic_int open = 0;
+    assert_int_equal(ag_dev_launch(f.sim, f.s[1], gate_kernel, &open, "gate"), AG_OK);
+    ag_block *wb[2], *x = NULL, *y = NULL;
+    for (int k = 0; k < 2; k++) {
+        assert_int_equal(ag_alloc_malloc(a, 0, 4096, &wb[k]), AG_OK);
+        assert_int_equal(ag_alloc_access(a, wb[k], 1), AG_OK);
+        assert_int_equal(ag_alloc_free(a, wb[k], 1), AG_OK);
+        assert_int_equal(ag_alloc_free(a, wb[k], 0), AG_OK);
+    }
+    assert_int_equal(a->nlazy, 2);
+    f.fl.fail_at = f.fl.calls + 1u; /* the record for w0 */
+    assert_int_equal(ag_alloc_malloc(a, 0, 1u << 20, &x), AG_OK);
+    f.fl.fail_at = 0;
+    assert_int_equal(f.fl.nfail, 1);
+    ag_alloc_stats s = stats(a);
+    assert_int_equal(s.reclaims_refused, 1);
+    assert_int_equal(s.fallbacks_recorded, 0);
+    assert_int_equal(s.pending, 8192);
+    assert_int_equal(a->nlazy, 2);
+    assert_int_equal(a->npend, 0);
+    atomic_store(&open, 1);
+    assert_int_equal(ag_dev_stream_synchronize(f.sim, f.s[1]), AG_OK);
+    assert_int_equal(ag_alloc_malloc(a, 0, 1u << 20, &y), AG_OK); /* a miss: the look */
+    s = stats(a);
+    assert_int_equal(s.pending, 0);
+    assert_int_equal(s.polled_recycles, 2);
+    assert_int_equal(s.syncs, 0);
+    assert_int_equal(a->nlazy, 0);
+    assert_int_equal(ag_alloc_free(a, x, 0), AG_OK);
+    assert_int_equal(ag_alloc_free(a, y, 0), AG_OK);
+    faulted_close(&f);
+}
+
+/* A send the device refused recorded nothing: the channel exists but holds
+ * no point of stream 0, so a wait for it is no wait at all (as before any
+ * send): AG_OK, and no stream wait reaches the device. */
+static void test_wait_after_refused_send(void **state)
+{
+    (void)state;
+    ag_alloc_config c;
+    ag_alloc_config_default(&c);
+    faulted f;
+    faulted_open(&f, AG_DEV_E_EVENT_RECORD, &c);
+    f.fl.mask |= AG_DEV_ENTRY_BIT(AG_DEV_E_STREAM_WAIT); /* counted, never failed */
+    ag_memalloc *a = f.a;
+    f.fl.fail_at = f.fl.calls + 1u; /* the send's record */
+    assert_int_equal(ag_alloc_send(a, 0, 1), AG_EDEVICE);
+    f.fl.fail_at = 0;
+    assert_int_equal(f.fl.nfail, 1);
+    assert_true(agtest_errmsg_has(f.ctx, "send from stream 0 to stream 1"));
+    uint64_t calls = f.fl.calls;
+    assert_int_equal(ag_alloc_wait(a, 1, 0), AG_OK);
+    assert_int_equal(f.fl.calls, calls);
+    /* a send that goes through is waited for: a record and a wait */
+    assert_int_equal(ag_alloc_send(a, 0, 1), AG_OK);
+    assert_int_equal(ag_alloc_wait(a, 1, 0), AG_OK);
+    assert_int_equal(f.fl.calls, calls + 2u);
+    faulted_close(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -724,6 +1015,13 @@ int main(void)
         cmocka_unit_test(test_large_free_refused),
         cmocka_unit_test(test_look_refused),
         cmocka_unit_test(test_refused_look_retried),
+        cmocka_unit_test(test_refused_look_polls),
+        cmocka_unit_test(test_growth_fails_at_once),
+        cmocka_unit_test(test_refused_poll_own_ctx),
+        cmocka_unit_test(test_move_event_refused),
+        cmocka_unit_test(test_second_record_refused),
+        cmocka_unit_test(test_refused_look_keeps_rest),
+        cmocka_unit_test(test_wait_after_refused_send),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

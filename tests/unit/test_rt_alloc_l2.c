@@ -717,6 +717,9 @@ static void test_pressure_ignores_bound(void **state)
         assert_int_equal(ag_alloc_free(f.a, a, 0), AG_OK);
         ag_block *b = xmalloc(&f, 0, 8u << 20);
         ag_block *c = xmalloc(&f, s1, 10u << 20);
+        /* served: the device's refusal on the way is no failure */
+        assert_int_equal(ag_ctx_last_status(f.ctx), AG_OK);
+        assert_string_equal(ag_ctx_errmsg(f.ctx), "");
         ag_alloc_stats s = stats(f.a);
         assert_int_equal(s.device_allocs, 1);
         assert_int_equal(s.peak_reserved, 24u << 20);
@@ -795,6 +798,205 @@ static void test_clean_counts_and_front(void **state)
     }
 }
 
+/* How many block objects the allocator has made (each lives until the
+ * allocator is destroyed). */
+static uint32_t block_objects(const ag_memalloc *a)
+{
+    uint32_t n = 0;
+    for (const ag_block *b = a->all; b; b = b->all_next)
+        n++;
+    return n;
+}
+
+/* A pool miss hands out the block object its request took first and takes
+ * no second one: ten requests on one stream, each larger than the last
+ * (so that none finds a span in the pool), each freed before the next,
+ * leave one block object in all, not one more per miss. */
+static void test_miss_one_block_object(void **state)
+{
+    (void)state;
+    fix f;
+    fix_open(&f, 1, AG_ALLOC_MULTI, 0);
+    for (uint32_t k = 1; k <= 10; k++) {
+        ag_block *b = xmalloc(&f, 0, (uint64_t)k << 20);
+        assert_int_equal(block_objects(f.a), 1);
+        assert_int_equal(ag_alloc_free(f.a, b, 0), AG_OK);
+    }
+    assert_true(stats(f.a).device_allocs >= 5);
+    fix_close(&f);
+}
+
+/* A request no device state can serve (a 2 MiB device, 4 MiB asked) goes
+ * through every round: L1's trim and retry, the reclaim, and L1's trim and
+ * retry again after it, three counted in retries, then fails with one
+ * oom, the message naming the request, and nothing held. */
+static void test_unservable_rounds(void **state)
+{
+    (void)state;
+    fix f;
+    fix_open(&f, 1, AG_ALLOC_MULTI, 2u << 20);
+    ag_block *none = NULL;
+    assert_int_equal(ag_alloc_malloc(f.a, 0, 4u << 20, &none), AG_ENOMEM);
+    assert_null(none);
+    assert_errmsg(f.ctx, "stream 0: cannot allocate 4194304 bytes of hbm memory");
+    ag_alloc_stats s = stats(f.a);
+    assert_int_equal(s.retries, 3);
+    assert_int_equal(s.ooms, 1);
+    assert_int_equal(s.syncs, 1); /* the reclaim's synchronise */
+    assert_int_equal(s.allocated, 0);
+    assert_int_equal(s.reserved, 0);
+    fix_close(&f);
+}
+
+/* A move for a small region wastes up to one L1 segment, not only the
+ * region's own size: stream 1's wholly free 1 MiB small region (L1 grew
+ * by exactly that, and caches nothing) moves to stream 0, whose 4 KiB
+ * request wants a 256 KiB region, instead of the device growing. */
+static void test_move_within_segment(void **state)
+{
+    (void)state;
+    fix f;
+    fix_open(&f, 2, AG_ALLOC_MULTI, 0);
+    ag_block *x = xmalloc(&f, 1, 1u << 20);
+    void *px = ag_block_ptr(x);
+    assert_int_equal(ag_heap_cached(&f.a->l1), 0);
+    assert_int_equal(ag_alloc_free(f.a, x, 1), AG_OK);
+    ag_block *y = xmalloc(&f, 0, 4096);
+    ag_alloc_stats s = stats(f.a);
+    assert_ptr_equal(ag_block_ptr(y), px);
+    assert_int_equal(s.regions_moved, 1);
+    assert_int_equal(s.device_allocs, 1);
+    assert_int_equal(s.peak_reserved, 1u << 20);
+    assert_int_equal(ag_alloc_free(f.a, y, 0), AG_OK);
+    fix_close(&f);
+}
+
+/* A request of exactly large_alone (10 MiB) is alone for a move too: a
+ * free 16 MiB region of stream 1 is more than large_slack (50%) above it
+ * and stays; the device grows for the request. */
+static void test_move_alone_exact(void **state)
+{
+    (void)state;
+    fix f;
+    fix_open(&f, 2, AG_ALLOC_MULTI, 0);
+    assert_int_equal(f.a->cfg.large_alone, 10u << 20);
+    ag_alloc_stats s;
+    ag_block *y = region_stays(&f, 16u << 20, 10u << 20, &s);
+    assert_int_equal(s.device_allocs, 2);
+    assert_int_equal(s.reserved, 26u << 20);
+    assert_int_equal(ag_alloc_free(f.a, y, 0), AG_OK);
+    fix_close(&f);
+}
+
+/* A region of the stream's own other pool moves with no event, whatever
+ * the host has seen of the stream: its own order covers its last use.
+ * Stream 0's small region (5 MiB: small_size 4 MiB, small_region 40 MiB),
+ * wholly free again, serves its large pool's 4 MiB + 64 KiB request. */
+static void test_move_own_pool_no_event(void **state)
+{
+    (void)state;
+    ag_alloc_config c;
+    ag_alloc_config_default(&c);
+    c.small_size = 4u << 20;
+    c.small_region = 40u << 20;
+    c.large_round = 64u << 10;
+    fix f;
+    fix_open_cfg(&f, 1, AG_ALLOC_MULTI, 0, &c);
+    ag_block *x = xmalloc(&f, 0, 128u << 10); /* too large for the front cache */
+    void *px = ag_block_ptr(x);
+    assert_int_equal(ag_alloc_free(f.a, x, 0), AG_OK);
+    assert_int_equal(ag_heap_cached(&f.a->st[0].pool[AG_POOL_SMALL]), 5u << 20);
+    ag_block *y = xmalloc(&f, 0, (4u << 20) + (64u << 10));
+    ag_alloc_stats s = stats(f.a);
+    assert_ptr_equal(ag_block_ptr(y), px);
+    assert_int_equal(s.regions_moved, 1);
+    assert_int_equal(s.region_waits, 0);
+    assert_int_equal(s.device_allocs, 1);
+    assert_int_equal(ag_heap_cached(&f.a->st[0].pool[AG_POOL_SMALL]), 0);
+    assert_int_equal(ag_alloc_free(f.a, y, 0), AG_OK);
+    fix_close(&f);
+}
+
+/* The gather first gives the front caches back to their pools: a region
+ * that only a front-cached block kept from being wholly free (stream 1's
+ * 256 KiB small region, its 4 KiB block freed into the front cache) goes
+ * back to L1 too, and merges there with the rest of its segment. */
+static void test_gather_flushes_front(void **state)
+{
+    (void)state;
+    fix f;
+    fix_open(&f, 2, AG_ALLOC_MULTI, 0);
+    f.a->cfg.gather_min = 1u << 20;
+    ag_block *x = xmalloc(&f, 1, 4096); /* a 512 KiB segment: a 256 KiB region, a 256 KiB tail */
+    assert_int_equal(ag_alloc_free(f.a, x, 1), AG_OK);
+    assert_int_equal(f.a->st[1].nrecent, 1);
+    assert_int_equal(ag_heap_cached(&f.a->l1), 256u << 10);
+    ag_block *g = xmalloc(&f, 0, 12u << 20); /* a new peak: the gather */
+    ag_alloc_stats s = stats(f.a);
+    assert_int_equal(s.regions_gathered, 1);
+    assert_int_equal(f.a->st[1].nrecent, 0);
+    assert_int_equal(ag_heap_cached(&f.a->st[1].pool[AG_POOL_SMALL]), 0);
+    assert_int_equal(ag_heap_cached(&f.a->l1), 512u << 10); /* merged whole */
+    assert_int_equal(ag_alloc_free(f.a, g, 0), AG_OK);
+    fix_close(&f);
+}
+
+/* A move gives the growing pool at least the region it would grow by: a
+ * smaller wholly free region elsewhere stays, though it could hold the
+ * request itself, and the miss, which will grow, looks at the waiting
+ * blocks first.  Small requests up to 64 KiB (a 256 KiB region), large
+ * ones rounded to 64 KiB: stream 1 frees a 128 KiB large region (L1
+ * caches nothing); block w waits for stream 2 (busy); stream 0's 32 KiB
+ * request records w's event, then grows the device. */
+static void test_move_not_below_region(void **state)
+{
+    (void)state;
+    ag_alloc_config c;
+    ag_alloc_config_default(&c);
+    c.small_size = 64u << 10;
+    c.large_round = 64u << 10;
+    fix f;
+    fix_open_cfg(&f, 3, AG_ALLOC_MULTI, 0, &c);
+    atomic_int open = 0;
+    gate(&f, 2, &open);
+    ag_block *a = xmalloc(&f, 1, 128u << 10); /* L1: a 512 KiB segment */
+    ag_block *b = xmalloc(&f, 1, 384u << 10); /* the rest of it */
+    ag_block *w = xmalloc(&f, 0, 512u << 10); /* a segment of its own */
+    assert_int_equal(ag_heap_cached(&f.a->l1), 0);
+    assert_int_equal(ag_alloc_access(f.a, w, 2), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, w, 2), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, w, 0), AG_OK);
+    assert_int_equal(f.a->nlazy, 1);
+    assert_int_equal(ag_alloc_free(f.a, a, 1), AG_OK);
+    assert_int_equal(ag_heap_cached(&f.a->st[1].pool[AG_POOL_LARGE]), 128u << 10);
+    ag_block *y = xmalloc(&f, 0, 32u << 10);
+    ag_alloc_stats s = stats(f.a);
+    assert_int_equal(s.regions_moved, 0);
+    assert_int_equal(s.fallbacks_recorded, 1);
+    assert_int_equal(s.device_allocs, 3);
+    assert_int_equal(ag_heap_cached(&f.a->st[1].pool[AG_POOL_LARGE]), 128u << 10);
+    atomic_store(&open, 1);
+    assert_int_equal(ag_alloc_free(f.a, y, 0), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, b, 1), AG_OK);
+    fix_close(&f);
+}
+
+/* In the baseline a request of exactly large_alone (10 MiB) is alone: its
+ * region is the request rounded to large_round, 10 MiB, not a large_region
+ * (20 MiB) shared with smaller requests. */
+static void test_baseline_alone_exact(void **state)
+{
+    (void)state;
+    fix f;
+    fix_open(&f, 1, AG_ALLOC_BASELINE, 0);
+    ag_block *b = xmalloc(&f, 0, f.a->cfg.large_alone);
+    ag_alloc_stats s = stats(f.a);
+    assert_int_equal(s.reserved, 10u << 20);
+    assert_int_equal(s.device_allocs, 1);
+    assert_int_equal(ag_alloc_free(f.a, b, 0), AG_OK);
+    fix_close(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -821,6 +1023,14 @@ int main(void)
         cmocka_unit_test(test_pressure_ignores_bound),
         cmocka_unit_test(test_oom_reclaim),
         cmocka_unit_test(test_clean_counts_and_front),
+        cmocka_unit_test(test_miss_one_block_object),
+        cmocka_unit_test(test_unservable_rounds),
+        cmocka_unit_test(test_move_within_segment),
+        cmocka_unit_test(test_move_alone_exact),
+        cmocka_unit_test(test_move_own_pool_no_event),
+        cmocka_unit_test(test_gather_flushes_front),
+        cmocka_unit_test(test_move_not_below_region),
+        cmocka_unit_test(test_baseline_alone_exact),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1332,6 +1332,185 @@ static void test_borrow_fit(void **state)
     fix_close(&f);
 }
 
+/* With borrow off (borrow 0) no request takes a block parked in its
+ * stream's borrow allocator: a block born on 0 and freed last on 1 waits
+ * there for its way home, and stream 1's request of its size is served by
+ * stream 1's own pool, with no borrow hit.  The next send 1 -> 0 takes the
+ * parked block home as usual. */
+static void test_borrow_off(void **state)
+{
+    (void)state;
+    ag_alloc_config c;
+    ag_alloc_config_default(&c);
+    c.borrow = 0;
+    fix f;
+    fix_open_cfg(&f, 2, AG_ALLOC_MULTI, 0, &c);
+    atomic_int open = 0;
+    gate(&f, 1, &open); /* the block waits for its notices, not for the fallback */
+    park_on_1(&f, 16384);
+    ag_borrow *br = &f.a->st[1].borrow;
+    assert_int_equal(br->count, 1);
+    ag_block *x = xmalloc(&f, 1, 16384);
+    assert_int_equal(ag_block_birth(x), 1);
+    assert_int_equal(br->count, 1);
+    ag_alloc_stats s = stats(f.a);
+    assert_int_equal(s.borrow_hits, 0);
+    assert_int_equal(s.borrowed, 16384);
+    assert_int_equal(ag_alloc_send(f.a, 1, 0), AG_OK);
+    assert_int_equal(ag_alloc_wait(f.a, 0, 1), AG_OK);
+    assert_int_equal(br->count, 0);
+    assert_int_equal(stats(f.a).returned_home, 1);
+    assert_int_equal(ag_alloc_free(f.a, x, 1), AG_OK);
+    atomic_store(&open, 1);
+    fix_close(&f);
+}
+
+/* poll_every counts the allocations made while a deferred free waits for
+ * its event, from the last poll: those made before the event was queued
+ * do not count, and a pool miss's poll starts the count again.  Stream 1
+ * stays busy, so every poll asks the device about the one event. */
+static void test_poll_count_restarts(void **state)
+{
+    (void)state;
+    fix f;
+    fix_open(&f, 2, AG_ALLOC_MULTI, 0);
+    f.a->cfg.poll_every = 3;
+    f.a->cfg.fallback_min = 0; /* the event recorded at the last free */
+    atomic_int open = 0;
+    ag_block *b = shared_with_busy_1(&f, &open, 4096);
+    ag_block *pad = xmalloc(&f, 0, 4096); /* nothing pending: not counted */
+    assert_int_equal(ag_alloc_free(f.a, b, 1), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, b, 0), AG_OK);
+    assert_int_equal(f.a->npend, 1);
+    uint64_t polls = stats(f.a).event_polls;
+    ag_block *x = xmalloc(&f, 0, 4096); /* the first counted */
+    assert_int_equal(stats(f.a).event_polls, polls);
+    /* stream 0's 256 KiB region cannot hold this, and L1 serves it: the
+     * miss polls first, and the count starts again */
+    ag_block *big = xmalloc(&f, 0, 256u << 10);
+    assert_int_equal(stats(f.a).event_polls, polls + 1u);
+    ag_block *y[3];
+    y[0] = xmalloc(&f, 0, 4096);
+    y[1] = xmalloc(&f, 0, 4096);
+    assert_int_equal(stats(f.a).event_polls, polls + 1u);
+    y[2] = xmalloc(&f, 0, 4096); /* the third since the miss: due */
+    assert_int_equal(stats(f.a).event_polls, polls + 2u);
+    assert_int_equal(f.a->npend, 1); /* still busy */
+    atomic_store(&open, 1);
+    ag_block *done[] = {pad, x, big, y[0], y[1], y[2]};
+    for (int k = 0; k < 6; k++)
+        assert_int_equal(ag_alloc_free(f.a, done[k], 0), AG_OK);
+    fix_close(&f);
+}
+
+/* A look at a waiting block asks nothing of its birth stream, whose own
+ * order covers its use there: block b (born on 0, used by 1) waits; both
+ * streams are busy at stream 0's pool miss, which records an event on
+ * stream 1 only; once stream 1 is done, the next poll sends b home while
+ * stream 0 still runs. */
+static void test_look_skips_birth(void **state)
+{
+    (void)state;
+    fix f;
+    fix_open(&f, 2, AG_ALLOC_MULTI, 0);
+    f.a->cfg.poll_every = 1;
+    atomic_int open0 = 0, open1 = 0;
+    ag_block *b = shared_with_busy_1(&f, &open1, 4096);
+    assert_int_equal(ag_alloc_free(f.a, b, 1), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, b, 0), AG_OK);
+    assert_int_equal(f.a->nlazy, 1);
+    gate(&f, 0, &open0);
+    ag_block *x = xmalloc(&f, 0, 1u << 20); /* a miss: the look */
+    assert_int_equal(f.a->npend, 1);
+    assert_int_equal(b->events, 1);
+    assert_int_equal(stats(f.a).fallbacks_recorded, 1);
+    atomic_store(&open1, 1);
+    assert_int_equal(ag_dev_stream_synchronize(f.dev, f.s[1]), AG_OK);
+    ag_block *y = xmalloc(&f, 0, 4096); /* polls: stream 1's event is complete */
+    ag_alloc_stats s = stats(f.a);
+    assert_int_equal(s.pending, 0);
+    assert_int_equal(s.polled_recycles, 1);
+    assert_int_equal(f.a->npend, 0);
+    atomic_store(&open0, 1);
+    assert_int_equal(ag_alloc_free(f.a, x, 0), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, y, 0), AG_OK);
+    fix_close(&f);
+}
+
+/* A notice names a block and its version: one sent before the block was
+ * recycled and handed out again must not touch the new use.  Old use: b
+ * born on 0, used by 1; 0 releases and sends to 1; 1 drops it last (idle:
+ * home at once, into 0's front cache).  New use: the same block object on
+ * 0 again, shared with 1; only then does 1 wait for the old send.  Its
+ * notice is stale: 1's view keeps 0's bit, so 1's last free (stream 0
+ * still busy) sends the block home to 0 rather than lending it to 1, and
+ * stream 1's next request gets other memory. */
+static void test_stale_notice_new_use(void **state)
+{
+    (void)state;
+    fix f;
+    fix_open(&f, 2, AG_ALLOC_MULTI, 0);
+    ag_block *b = xmalloc(&f, 0, 4096);
+    void *p = ag_block_ptr(b);
+    assert_int_equal(ag_alloc_access(f.a, b, 1), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, b, 0), AG_OK);
+    assert_int_equal(ag_alloc_send(f.a, 0, 1), AG_OK); /* carries 0's release */
+    assert_int_equal(ag_alloc_free(f.a, b, 1), AG_OK); /* 1 idle: home at once */
+    ag_alloc_stats s = stats(f.a);
+    assert_int_equal(s.polled_recycles, 1);
+    ag_block *c = xmalloc(&f, 0, 4096);
+    assert_ptr_equal(c, b); /* the same block object, a new version */
+    assert_ptr_equal(ag_block_ptr(c), p);
+    assert_int_equal(ag_alloc_access(f.a, c, 1), AG_OK);
+    assert_int_equal(ag_alloc_wait(f.a, 1, 0), AG_OK);
+    s = stats(f.a);
+    assert_int_equal(s.notices_stale, 1);
+    assert_int_equal(s.notices_applied, 0);
+    atomic_int open = 0;
+    gate(&f, 0, &open); /* stream 0 still runs its use of c */
+    assert_int_equal(ag_alloc_free(f.a, c, 0), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, c, 1), AG_OK);
+    s = stats(f.a);
+    assert_int_equal(s.borrow_recycles, 0);
+    assert_int_equal(f.a->st[1].borrow.count, 0);
+    ag_block *x = xmalloc(&f, 1, 4096);
+    assert_ptr_not_equal(ag_block_ptr(x), p);
+    assert_int_equal(stats(f.a).borrow_hits, 0);
+    atomic_store(&open, 1);
+    assert_int_equal(ag_alloc_free(f.a, x, 1), AG_OK);
+    fix_close(&f);
+}
+
+/* Whether a miss moves a region or looks first is weighed for the pool
+ * that grows now, not the one that grew last: block b waits (stream 1
+ * busy); stream 2 grows a region (its miss looks at b and records b's
+ * event) and frees it; stream 0's miss then moves that region in, with no
+ * poll before it. */
+static void test_move_decision_current_pool(void **state)
+{
+    (void)state;
+    fix f;
+    fix_open(&f, 3, AG_ALLOC_MULTI, 0);
+    atomic_int open = 0;
+    ag_block *fill = NULL;
+    (void)waiting_in_full_region(&f, &open, &fill);
+    ag_block *r = xmalloc(&f, 2, 256u << 10); /* L1's tail: L1 holds nothing more */
+    void *moved = ag_block_ptr(r);
+    assert_int_equal(ag_heap_cached(&f.a->l1), 0);
+    assert_int_equal(f.a->npend, 1); /* b's event, recorded by that miss */
+    assert_int_equal(ag_alloc_free(f.a, r, 2), AG_OK);
+    uint64_t polls = stats(f.a).event_polls;
+    ag_block *c = xmalloc(&f, 0, 128u << 10);
+    ag_alloc_stats s = stats(f.a);
+    assert_ptr_equal(ag_block_ptr(c), moved);
+    assert_int_equal(s.regions_moved, 1);
+    assert_int_equal(s.event_polls, polls);
+    atomic_store(&open, 1);
+    assert_int_equal(ag_alloc_free(f.a, c, 0), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, fill, 0), AG_OK);
+    fix_close(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1366,6 +1545,11 @@ int main(void)
         cmocka_unit_test(test_idle_queries_stop),
         cmocka_unit_test(test_join_at_send),
         cmocka_unit_test(test_borrow_fit),
+        cmocka_unit_test(test_borrow_off),
+        cmocka_unit_test(test_poll_count_restarts),
+        cmocka_unit_test(test_look_skips_birth),
+        cmocka_unit_test(test_stale_notice_new_use),
+        cmocka_unit_test(test_move_decision_current_pool),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
