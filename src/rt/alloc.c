@@ -61,24 +61,32 @@ static ag_status check_config(ag_ctx *ctx, const ag_alloc_config *c)
     if (!pow2(c->page_size) || c->page_size < c->min_block)
         return AG_ERR(ctx, AG_EINVAL, "allocator config: page_size %llu is not a power of two >= min_block",
                       (unsigned long long)c->page_size);
-    if (c->small_size == 0 || c->small_region < c->small_size || c->large_region == 0 || c->large_round == 0 ||
-        c->alone_round == 0 || c->l1_segment == 0)
-        return AG_ERR(ctx, AG_EINVAL,
-                      "allocator config: small_region must hold small_size; large_region, large_round, "
-                      "alone_round and l1_segment must be nonzero");
-    /* (sizes and requests stay below 2^62, so that rounding one up to
-     * another never wraps) */
+    if (c->small_size == 0)
+        return AG_ERR(ctx, AG_EINVAL, "allocator config: small_size must be nonzero");
+    if (c->small_region < c->small_size)
+        return AG_ERR(ctx, AG_EINVAL, "allocator config: small_region %llu must hold small_size %llu",
+                      (unsigned long long)c->small_region, (unsigned long long)c->small_size);
+    /* the byte sizes: nonzero, below 2^62 (so that rounding a size or a
+     * request up to another never wraps), and the regions' in whole
+     * min_blocks */
+    const struct {
+        const char *name;
+        uint64_t v;
+        bool region;
+    } sz[] = {{"page_size", c->page_size, false},      {"small_region", c->small_region, true},
+              {"large_region", c->large_region, true}, {"large_round", c->large_round, true},
+              {"alone_round", c->alone_round, true},   {"l1_segment", c->l1_segment, false}};
     const uint64_t lim = UINT64_MAX >> 2;
-    if (c->small_region > lim || c->large_region > lim || c->large_round > lim || c->alone_round > lim ||
-        c->l1_segment > lim || c->page_size > lim)
-        return AG_ERR(ctx, AG_EINVAL,
-                      "allocator config: page_size, small_region, large_region, large_round, alone_round and "
-                      "l1_segment must be at most %llu bytes",
-                      (unsigned long long)lim);
-    if (c->small_region % c->min_block || c->large_region % c->min_block || c->large_round % c->min_block ||
-        c->alone_round % c->min_block)
-        return AG_ERR(ctx, AG_EINVAL, "allocator config: region sizes must be multiples of min_block %llu",
-                      (unsigned long long)c->min_block);
+    for (size_t k = 0; k < sizeof sz / sizeof sz[0]; k++) {
+        if (sz[k].v == 0)
+            return AG_ERR(ctx, AG_EINVAL, "allocator config: %s must be nonzero", sz[k].name);
+        if (sz[k].v > lim)
+            return AG_ERR(ctx, AG_EINVAL, "allocator config: %s %llu must be at most %llu bytes", sz[k].name,
+                          (unsigned long long)sz[k].v, (unsigned long long)lim);
+        if (sz[k].region && sz[k].v % c->min_block)
+            return AG_ERR(ctx, AG_EINVAL, "allocator config: %s %llu must be a multiple of min_block %llu",
+                          sz[k].name, (unsigned long long)sz[k].v, (unsigned long long)c->min_block);
+    }
     if (c->front_blocks > AG_ALLOC_MAX_FRONT)
         return AG_ERR(ctx, AG_EINVAL, "allocator config: front_blocks %u is not in 0..%u", c->front_blocks,
                       AG_ALLOC_MAX_FRONT);

@@ -165,6 +165,119 @@ static void test_pend_queue_half_popped(void **state)
     fix_close(&f);
 }
 
+/* A block every user has freed but whose events are still pending is no
+ * longer live: a late access or free is refused with AG_EINVAL naming it,
+ * and changes nothing (it stays pending, and goes home at the clean). */
+static void test_freed_block_refused(void **state)
+{
+    (void)state;
+    fix f;
+    fix_open(&f, 2, AG_ALLOC_BASELINE, 0);
+    atomic_int open = 0;
+    gate(&f, 1, &open);
+    ag_block *b = xmalloc(&f, 0, 4096);
+    void *p = ag_block_ptr(b);
+    assert_int_equal(ag_alloc_access(f.a, b, 1), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, b, 1), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, b, 0), AG_OK);
+    assert_int_equal(stats(f.a).pending, 4096);
+    assert_int_equal(ag_alloc_access(f.a, b, 1), AG_EINVAL);
+    assert_errmsg(f.ctx, "access: the block is not live");
+    assert_int_equal(ag_alloc_free(f.a, b, 1), AG_EINVAL);
+    assert_errmsg(f.ctx, "free: the block is not live");
+    ag_alloc_stats s = stats(f.a);
+    assert_int_equal(s.pending, 4096);
+    assert_int_equal(s.allocated, 0);
+    assert_int_equal(s.frees, 1);
+    atomic_store(&open, 1);
+    assert_int_equal(ag_alloc_sync(f.a, AG_SYNC_CLEAN), AG_OK);
+    assert_int_equal(stats(f.a).pending, 0);
+    ag_block *c = xmalloc(&f, 0, 4096);
+    assert_ptr_equal(ag_block_ptr(c), p);
+    assert_int_equal(ag_alloc_free(f.a, c, 0), AG_OK);
+    fix_close(&f);
+}
+
+/* The baseline's last resort when the device refuses a region: one
+ * blocking poll of the pending events (a synchronisation, counted even
+ * with none pending), every wholly free region of every stream given
+ * back, and the request retried, here grown for itself alone in the room
+ * stream 0's free region left. */
+static void test_last_resort(void **state)
+{
+    (void)state;
+    fix f;
+    fix_open(&f, 2, AG_ALLOC_BASELINE, 4u << 20);
+    ag_block *b = xmalloc(&f, 0, 1u << 20);
+    assert_int_equal(ag_alloc_free(f.a, b, 0), AG_OK);
+    ag_alloc_stats s = stats(f.a);
+    assert_int_equal(s.reserved, 2u << 20);
+    assert_int_equal(s.syncs, 0);
+    ag_block *c = xmalloc(&f, 1, 3u << 20);
+    s = stats(f.a);
+    assert_int_equal(s.retries, 1);
+    assert_int_equal(s.syncs, 1);
+    assert_int_equal(s.device_frees, 1);
+    assert_int_equal(s.reserved, 3u << 20);
+    assert_int_equal(s.allocated, 3u << 20);
+    assert_int_equal(s.ooms, 0);
+    assert_int_equal(ag_alloc_free(f.a, c, 1), AG_OK);
+    fix_close(&f);
+}
+
+/* A second use on the block's own stream shares it with nobody: its last
+ * free sends it home at once, with no event recorded (nothing pending). */
+static void test_same_stream_use_private(void **state)
+{
+    (void)state;
+    fix f;
+    fix_open(&f, 2, AG_ALLOC_BASELINE, 0);
+    ag_block *b = xmalloc(&f, 0, 4096);
+    void *p = ag_block_ptr(b);
+    assert_int_equal(ag_alloc_access(f.a, b, 0), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, b, 0), AG_OK);
+    assert_int_equal(stats(f.a).allocated, 4096);
+    assert_int_equal(ag_alloc_free(f.a, b, 0), AG_OK);
+    ag_alloc_stats s = stats(f.a);
+    assert_int_equal(s.allocated, 0);
+    assert_int_equal(s.pending, 0);
+    assert_int_equal(f.a->npend, 0);
+    assert_int_equal(f.a->nev, 0); /* no event was ever made */
+    ag_block *c = xmalloc(&f, 0, 4096);
+    assert_ptr_equal(ag_block_ptr(c), p);
+    assert_int_equal(stats(f.a).event_polls, 0);
+    assert_int_equal(ag_alloc_free(f.a, c, 0), AG_OK);
+    fix_close(&f);
+}
+
+/* A block object that served a shared block comes back with its view
+ * cleared: reused for a block stream 2 alone shares, the last free
+ * records one event (on stream 2), none on stream 1, which used the
+ * earlier block. */
+static void test_reused_object_view_cleared(void **state)
+{
+    (void)state;
+    fix f;
+    fix_open(&f, 3, AG_ALLOC_BASELINE, 0);
+    ag_block *b = xmalloc(&f, 0, 4096);
+    assert_int_equal(ag_alloc_access(f.a, b, 1), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, b, 0), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, b, 1), AG_OK);
+    assert_int_equal(f.a->npend, 1);
+    assert_int_equal(ag_alloc_sync(f.a, AG_SYNC_CLEAN), AG_OK);
+    assert_int_equal(f.a->npend, 0);
+    ag_block *c = xmalloc(&f, 0, 4096);
+    assert_ptr_equal(c, b); /* the same object, reused */
+    assert_int_equal(ag_alloc_access(f.a, c, 2), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, c, 0), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, c, 2), AG_OK);
+    assert_int_equal(f.a->npend, 1);
+    assert_int_equal(f.a->st[1].npend, 0);
+    assert_int_equal(f.a->st[2].npend, 1);
+    assert_int_equal(ag_alloc_sync(f.a, AG_SYNC_CLEAN), AG_OK);
+    fix_close(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -172,6 +285,10 @@ int main(void)
         cmocka_unit_test(test_pend_queue_half_popped),
         cmocka_unit_test(test_baseline),
         cmocka_unit_test(test_base_record_fails),
+        cmocka_unit_test(test_freed_block_refused),
+        cmocka_unit_test(test_last_resort),
+        cmocka_unit_test(test_same_stream_use_private),
+        cmocka_unit_test(test_reused_object_view_cleared),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -55,8 +55,8 @@ static void test_config_errors(void **state)
     fix_open(&f, 1, AG_ALLOC_MULTI, 0);
     bad_config(&f, no_streams, "nstreams 0");
     bad_config(&f, odd_min_block, "min_block 500");
-    bad_config(&f, zero_alone_round, "alone_round");
-    bad_config(&f, odd_alone_round, "multiples of min_block");
+    bad_config(&f, zero_alone_round, "alone_round must be nonzero");
+    bad_config(&f, odd_alone_round, "alone_round 1000 must be a multiple of min_block 512");
     bad_config(&f, many_front_blocks, "front_blocks 9 is not in 0..8");
     ag_block *b = NULL;
     assert_int_equal(ag_alloc_malloc(f.a, 1, 64, &b), AG_EINVAL);
@@ -997,6 +997,128 @@ static void test_wait_after_refused_send(void **state)
     faulted_close(&f);
 }
 
+/* A configuration create must take. */
+static void config_taken(fix *f, const ag_alloc_config *c)
+{
+    ag_memalloc *a = NULL;
+    assert_int_equal(ag_alloc_create(f->ctx, f->dev, f->s, c, &a), AG_OK);
+    assert_non_null(a);
+    ag_alloc_destroy(a);
+}
+
+/* A configuration create must refuse, with msg in its error. */
+static void config_refused(fix *f, const ag_alloc_config *c, const char *msg)
+{
+    ag_memalloc *a = NULL;
+    assert_int_equal(ag_alloc_create(f->ctx, f->dev, f->s, c, &a), AG_EINVAL);
+    assert_null(a);
+    assert_errmsg(f->ctx, msg);
+}
+
+/* Every documented range of the configuration at its edges: the first
+ * value outside is refused with AG_EINVAL and a message naming the field
+ * (a field checked later must not be what catches it), the last value
+ * inside is taken. */
+static void test_config_edges(void **state)
+{
+    (void)state;
+    fix f;
+    fix_open(&f, 2, AG_ALLOC_MULTI, 0);
+    const uint64_t lim = UINT64_MAX >> 2;
+    ag_alloc_config d, c;
+    ag_alloc_config_default(&d);
+    d.nstreams = 2;
+
+    c = d;
+    c.size = sizeof c - 1u;
+    config_refused(&f, &c, "allocator config: size");
+    c = d;
+    c.mode = (ag_alloc_mode)2;
+    config_refused(&f, &c, "unknown mode 2");
+    c = d;
+    c.mem_type = (ag_mem_type)AG_MEM_COUNT_;
+    config_refused(&f, &c, "unknown memory type");
+    c = d;
+    c.nstreams = AG_ALLOC_MAX_STREAMS + 1u;
+    config_refused(&f, &c, "nstreams 4097 is not in 1..4096");
+    c = d;
+    c.min_block = 32;
+    config_refused(&f, &c, "min_block 32 is not a power of two >= 64");
+    c = d;
+    c.min_block = 96; /* >= 64, not a power of two */
+    config_refused(&f, &c, "min_block 96 is not a power of two >= 64");
+    c = d;
+    c.page_size = 256; /* below min_block */
+    config_refused(&f, &c, "page_size 256 is not a power of two >= min_block");
+    c = d;
+    c.page_size = 3u << 16;
+    config_refused(&f, &c, "page_size 196608 is not a power of two >= min_block");
+    c = d;
+    c.small_size = c.small_region + 1u;
+    config_refused(&f, &c, "small_region 2097152 must hold small_size 2097153");
+    c = d;
+    c.small_size = 0;
+    config_refused(&f, &c, "small_size must be nonzero");
+    c = d;
+    c.l1_segment = 0;
+    config_refused(&f, &c, "l1_segment must be nonzero");
+    c = d;
+    c.large_region = 0;
+    config_refused(&f, &c, "large_region must be nonzero");
+    c = d;
+    c.large_round = 0;
+    config_refused(&f, &c, "large_round must be nonzero");
+    c = d;
+    c.l1_segment = lim + 1u;
+    config_refused(&f, &c, "l1_segment 4611686018427387904 must be at most 4611686018427387903 bytes");
+    c = d;
+    c.page_size = lim + 1u; /* a power of two */
+    config_refused(&f, &c, "page_size 4611686018427387904 must be at most 4611686018427387903 bytes");
+    c = d;
+    c.large_region = lim + 1u;
+    config_refused(&f, &c, "large_region 4611686018427387904 must be at most 4611686018427387903 bytes");
+    c = d;
+    c.small_region = lim + 1u;
+    config_refused(&f, &c, "small_region 4611686018427387904 must be at most 4611686018427387903 bytes");
+    c = d;
+    c.large_round = 1000;
+    config_refused(&f, &c, "large_round 1000 must be a multiple of min_block 512");
+    c = d;
+    c.small_region = (2u << 20) + 1000u;
+    config_refused(&f, &c, "small_region 2098152 must be a multiple of min_block 512");
+    c = d;
+    c.large_alone = c.large_region + 1u;
+    config_refused(&f, &c, "large_alone 20971521 exceeds large_region 20971520");
+
+    /* the last values inside */
+    c = d;
+    c.nstreams = 1;
+    c.mode = AG_ALLOC_BASELINE;
+    c.mem_type = (ag_mem_type)(AG_MEM_COUNT_ - 1);
+    config_taken(&f, &c);
+    c = d;
+    c.min_block = 64;
+    c.page_size = 64;
+    c.front_blocks = AG_ALLOC_MAX_FRONT;
+    config_taken(&f, &c);
+    c = d;
+    c.small_region = c.small_size;
+    c.large_alone = c.large_region;
+    c.l1_segment = lim;
+    config_taken(&f, &c);
+
+    /* the arguments of create */
+    ag_memalloc *a = NULL;
+    ag_dev_stream *one_null[2] = {f.s[0], NULL};
+    assert_int_equal(ag_alloc_create(f.ctx, f.dev, one_null, &d, &a), AG_EINVAL);
+    assert_null(a);
+    assert_errmsg(f.ctx, "ag_alloc_create: stream 1 is NULL");
+    assert_int_equal(ag_alloc_create(f.ctx, NULL, f.s, &d, &a), AG_EINVAL);
+    assert_errmsg(f.ctx, "device, streams and out must not be NULL");
+    assert_null(a);
+    fix_close(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1022,6 +1144,7 @@ int main(void)
         cmocka_unit_test(test_second_record_refused),
         cmocka_unit_test(test_refused_look_keeps_rest),
         cmocka_unit_test(test_wait_after_refused_send),
+        cmocka_unit_test(test_config_edges),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

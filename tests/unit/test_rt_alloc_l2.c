@@ -997,6 +997,37 @@ static void test_baseline_alone_exact(void **state)
     fix_close(&f);
 }
 
+/* The front cache's bytes in the statistics: with a fifth block the
+ * oldest goes back to the pool and stops counting as front-cache bytes,
+ * and a pool miss that gives the front cache back leaves none; throughout,
+ * with nothing live or pending, cached is all that is reserved. */
+static void test_front_cache_bytes(void **state)
+{
+    (void)state;
+    fix f;
+    fix_open(&f, 1, AG_ALLOC_MULTI, 0);
+    ag_block *b[5];
+    for (int k = 0; k < 5; k++)
+        b[k] = xmalloc(&f, 0, 4096);
+    for (int k = 0; k < 5; k++)
+        assert_int_equal(ag_alloc_free(f.a, b[k], 0), AG_OK);
+    assert_int_equal(f.a->st[0].nrecent, 4);
+    assert_int_equal(f.a->st[0].recent_bytes, 4 * 4096);
+    ag_alloc_stats s = stats(f.a);
+    assert_int_equal(s.allocated, 0);
+    assert_int_equal(s.cached, s.reserved);
+    assert_int_equal(ag_alloc_sync(f.a, AG_SYNC_CLEAN), AG_OK);
+    assert_int_equal(f.a->st[0].nrecent, 4); /* kept across the clean */
+    ag_block *big = xmalloc(&f, 0, 250u << 10); /* a miss: the front cache goes back */
+    assert_int_equal(f.a->st[0].nrecent, 0);
+    assert_int_equal(f.a->st[0].recent_bytes, 0);
+    s = stats(f.a);
+    assert_int_equal(s.allocated, 250u << 10);
+    assert_int_equal(s.cached, s.reserved - s.allocated);
+    assert_int_equal(ag_alloc_free(f.a, big, 0), AG_OK);
+    fix_close(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1031,6 +1062,7 @@ int main(void)
         cmocka_unit_test(test_gather_flushes_front),
         cmocka_unit_test(test_move_not_below_region),
         cmocka_unit_test(test_baseline_alone_exact),
+        cmocka_unit_test(test_front_cache_bytes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1511,6 +1511,109 @@ static void test_move_decision_current_pool(void **state)
     fix_close(&f);
 }
 
+/* What a user reads while blocks sit in every place at once: one live on
+ * stream 0, one in stream 0's front cache, one parked in stream 1's borrow
+ * allocator.  reserved = allocated + pending + cached; the borrowed block
+ * counts in cached and borrowed, and for stream 1 (which holds it), not
+ * stream 0 (its birth); stream 0's cached is its small region less what
+ * is live or lent, the front cache included (one 256 KiB region, as in
+ * test_clean_keeps_front); fragmentation comes from the
+ * peaks, not the current figures. */
+static void test_stats_parts(void **state)
+{
+    (void)state;
+    fix f;
+    fix_open(&f, 2, AG_ALLOC_MULTI, 0);
+    atomic_int open = 0;
+    ag_block *b = shared_with_busy_1(&f, &open, 4096);
+    ag_block *live = xmalloc(&f, 0, 8192);
+    ag_block *r = xmalloc(&f, 0, 2048);
+    assert_int_equal(ag_alloc_free(f.a, r, 0), AG_OK); /* into the front cache */
+    assert_int_equal(ag_alloc_free(f.a, b, 0), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, b, 1), AG_OK);
+    assert_int_equal(ag_alloc_send(f.a, 0, 1), AG_OK);
+    assert_int_equal(ag_alloc_wait(f.a, 1, 0), AG_OK);
+    ag_alloc_stats s = {.size = sizeof s};
+    ag_alloc_stream_stats ss[2];
+    ag_alloc_stats_get(f.a, &s, ss);
+    assert_int_equal(s.allocated, 8192);
+    assert_int_equal(s.peak_allocated, 4096 + 8192 + 2048);
+    assert_int_equal(s.pending, 0);
+    assert_int_equal(s.borrowed, 4096);
+    assert_int_equal(s.reserved, s.allocated + s.pending + s.cached);
+    assert_int_equal(ss[0].allocated, 8192);
+    assert_int_equal(ss[1].allocated, 0);
+    assert_int_equal(ss[0].borrowed, 0);
+    assert_int_equal(ss[1].borrowed, 4096);
+    assert_int_equal(ss[1].cached, 0); /* no pool of its own; the borrowed block is not cached there */
+    assert_int_equal(ss[0].cached, (256u << 10) - 8192 - 4096); /* its 256 KiB region */
+    assert_int_equal(f.a->st[0].recent_bytes, 2048);
+    double frag = 1.0 - (double)(4096 + 8192 + 2048) / (double)s.peak_reserved;
+    assert_true(s.fragmentation > frag - 1e-12 && s.fragmentation < frag + 1e-12);
+    atomic_store(&open, 1);
+    assert_int_equal(ag_alloc_free(f.a, live, 0), AG_OK);
+    fix_close(&f);
+}
+
+/* The first and last sync stages carry and apply what an explicit event
+ * would: as in test_local_borrow_home, but the event 0 -> 1 is the first
+ * stage (stream 1 borrows the block), and the event 1 -> 0 the last
+ * stage (the block goes home).  Stream 1 stays busy throughout. */
+static void test_sync_stages_apply(void **state)
+{
+    (void)state;
+    fix f;
+    fix_open(&f, 2, AG_ALLOC_MULTI, 0);
+    atomic_int open = 0;
+    ag_block *b = shared_with_busy_1(&f, &open, 4096);
+    void *p = ag_block_ptr(b);
+    assert_int_equal(ag_alloc_free(f.a, b, 0), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, b, 1), AG_OK);
+    assert_int_equal(stats(f.a).pending, 4096);
+    assert_int_equal(ag_alloc_sync(f.a, AG_SYNC_FIRST), AG_OK);
+    ag_alloc_stats s = stats(f.a);
+    assert_int_equal(s.borrow_recycles, 1);
+    assert_int_equal(s.pending, 0);
+    assert_int_equal(s.borrowed, 4096);
+    ag_block *y = xmalloc(&f, 1, 4000);
+    assert_ptr_equal(ag_block_ptr(y), p);
+    assert_int_equal(ag_alloc_free(f.a, y, 1), AG_OK);
+    assert_int_equal(ag_alloc_sync(f.a, AG_SYNC_LAST), AG_OK);
+    s = stats(f.a);
+    assert_int_equal(s.returned_home, 1);
+    assert_int_equal(s.borrowed, 0);
+    assert_int_equal(s.reserved, s.allocated + s.pending + s.cached);
+    atomic_store(&open, 1);
+    fix_close(&f);
+}
+
+/* The borrow allocator gives a request no block more than twice its size,
+ * even one in the bin that bounds the search (9216 bytes sit in the bin of
+ * 8192): stream 1's request of 4096 leaves the 9216-byte borrowed block
+ * parked. */
+static void test_borrow_size_bounds(void **state)
+{
+    (void)state;
+    fix f;
+    fix_open(&f, 2, AG_ALLOC_MULTI, 64u << 20);
+    atomic_int open = 0;
+    ag_block *b = shared_with_busy_1(&f, &open, 9216);
+    void *p = ag_block_ptr(b);
+    assert_int_equal(ag_alloc_free(f.a, b, 0), AG_OK);
+    assert_int_equal(ag_alloc_free(f.a, b, 1), AG_OK);
+    assert_int_equal(ag_alloc_send(f.a, 0, 1), AG_OK);
+    assert_int_equal(ag_alloc_wait(f.a, 1, 0), AG_OK);
+    assert_int_equal(stats(f.a).borrowed, 9216);
+    ag_block *y = xmalloc(&f, 1, 4096);
+    assert_ptr_not_equal(ag_block_ptr(y), p);
+    ag_alloc_stats s = stats(f.a);
+    assert_int_equal(s.borrow_hits, 0);
+    assert_int_equal(s.borrowed, 9216);
+    assert_int_equal(ag_alloc_free(f.a, y, 1), AG_OK);
+    atomic_store(&open, 1);
+    fix_close(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1550,6 +1653,9 @@ int main(void)
         cmocka_unit_test(test_look_skips_birth),
         cmocka_unit_test(test_stale_notice_new_use),
         cmocka_unit_test(test_move_decision_current_pool),
+        cmocka_unit_test(test_stats_parts),
+        cmocka_unit_test(test_sync_stages_apply),
+        cmocka_unit_test(test_borrow_size_bounds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
