@@ -760,7 +760,8 @@ static void park_on_1(fix *f, uint64_t size)
 }
 
 /* A borrow served by a larger cached size must empty that size's bucket, not
- * the requested one: the next borrow must find nothing there, not crash. */
+ * the requested one: the next borrow must find nothing there, not crash.
+ * A bucket that still holds a block stays marked. */
 static void test_borrow_larger_then_again(void **state)
 {
     (void)state;
@@ -788,8 +789,20 @@ static void test_borrow_larger_then_again(void **state)
     ag_block *t2 = ag_borrow_take(f.a, br, 4096, UINT64_MAX);
     assert_int_equal(t2->size, 32768);
     assert_null(ag_borrow_take(f.a, br, 4096, UINT64_MAX));
+    /* two blocks in one bin: taking one leaves the bin marked for the
+     * other, which a smaller request then finds through the bin map */
+    park_on_1(&f, 32768);
+    park_on_1(&f, 32768);
+    ag_block *t3 = ag_borrow_take(f.a, br, 32768, UINT64_MAX);
+    assert_non_null(t3);
+    ag_block *t4 = ag_borrow_take(f.a, br, 4096, UINT64_MAX);
+    assert_non_null(t4);
+    assert_int_equal(t4->size, 32768);
+    assert_null(ag_borrow_take(f.a, br, 4096, UINT64_MAX));
     ag_borrow_insert(f.a, br, t1, 1);
     ag_borrow_insert(f.a, br, t2, 1);
+    ag_borrow_insert(f.a, br, t3, 1);
+    ag_borrow_insert(f.a, br, t4, 1);
     assert_int_equal(ag_alloc_free(f.a, x, 1), AG_OK);
     assert_int_equal(ag_alloc_free(f.a, y, 1), AG_OK);
     atomic_store(&open, 1);
