@@ -1028,6 +1028,31 @@ static void test_front_cache_bytes(void **state)
     fix_close(&f);
 }
 
+/* A block of max_split is never given to a smaller request, so the front
+ * cache, which serves the next request of the same size, keeps none that
+ * large: with max_split equal to a 4 KiB page, a freed 4 KiB block goes
+ * back to its pool. */
+static void test_front_cache_below_max_split(void **state)
+{
+    (void)state;
+    ag_alloc_config c;
+    ag_alloc_config_default(&c);
+    c.page_size = 4096;
+    c.max_split = 4096;
+    fix f;
+    fix_open_cfg(&f, 1, AG_ALLOC_MULTI, 0, &c);
+    assert_int_equal(f.a->front_max, 4095);
+    ag_block *b = xmalloc(&f, 0, 4096);
+    assert_int_equal(ag_block_size(b), 4096);
+    assert_int_equal(ag_alloc_free(f.a, b, 0), AG_OK);
+    assert_int_equal(f.a->st[0].nrecent, 0);
+    assert_int_equal(f.a->st[0].recent_bytes, 0);
+    ag_alloc_stats s = stats(f.a);
+    assert_int_equal(s.birth_recycles, 1);
+    assert_int_equal(s.cached, s.reserved);
+    fix_close(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1037,6 +1062,7 @@ int main(void)
         cmocka_unit_test(test_alone_bound_is_request),
         cmocka_unit_test(test_move_nearest_idle),
         cmocka_unit_test(test_move_max_split_exact),
+        cmocka_unit_test(test_front_cache_below_max_split),
         cmocka_unit_test(test_move_oversize_waste_exact),
         cmocka_unit_test(test_move_alone_limit_exact),
         cmocka_unit_test(test_move_l1_holds_exact),
