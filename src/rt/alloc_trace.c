@@ -735,17 +735,25 @@ static ag_status check_handout(replay *r, uint32_t id, uint32_t s)
     return AG_OK;
 }
 
-/* The memory of a block at lo is no longer held (its last free). */
-static void unhold(replay *r, uintptr_t lo)
+/* Takes out of the treap at *root a node that starts at lo (there must be
+ * one; alone: the only one) and returns it, its children put back. */
+static retired *ret_cut_at(retired **root, uintptr_t lo, bool alone)
 {
     retired *left, *mid, *right;
-    ret_split(r->held, lo, &left, &mid);
+    ret_split(*root, lo, &left, &mid);
     ret_split(mid, lo + 1u, &mid, &right);
-    ag_assert(mid);
-    retired *gone = mid;
-    mid = ret_merge(gone->left, gone->right);
-    ret_free(r, gone);
-    r->held = ret_merge(ret_merge(left, mid), right);
+    ag_assert(mid && (!alone || (!mid->left && !mid->right)));
+    retired *rest = ret_merge(mid->left, mid->right);
+    mid->left = mid->right = NULL;
+    *root = ret_merge(ret_merge(left, rest), right);
+    return mid;
+}
+
+/* The memory of a block at lo is no longer held (its last free); a
+ * counted overlap may have left a second node there. */
+static void unhold(replay *r, uintptr_t lo)
+{
+    ret_free(r, ret_cut_at(&r->held, lo, false));
 }
 
 /* The memory of id keeps its uses, for the blocks handed out over it
@@ -767,16 +775,11 @@ static ag_status retire(replay *r, uint32_t id)
 /* The free of id failed: its uses are its own again. */
 static void unretire(replay *r, uint32_t id)
 {
-    uintptr_t lo = r->last_lo;
-    retired *left, *mid, *right;
-    ret_split(r->ret, lo, &left, &mid);
-    ret_split(mid, lo + 1u, &mid, &right);
-    ag_assert(mid && !mid->left && !mid->right);
-    r->uses[id] = mid->uses;
-    memset(&mid->uses, 0, sizeof mid->uses);
-    ret_free(r, mid);
+    retired *e = ret_cut_at(&r->ret, r->last_lo, true);
+    r->uses[id] = e->uses;
+    memset(&e->uses, 0, sizeof e->uses);
+    ret_free(r, e);
     r->nret--;
-    r->ret = ret_merge(left, right);
 }
 
 /* Stream s used id at its position now. */
